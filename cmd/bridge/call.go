@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/agentbridge/bridge/mapping"
+	"github.com/agentbridge/bridge/translate"
+	"github.com/agentbridge/bridge/translate/agentapi"
+	"github.com/agentbridge/bridge/upstream"
+)
+
+func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("call", "call --protocol P --url URL [--session ID] TEXT...", stderr)
+	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol to speak: agentapi")
+	rawURL := fs.String("url", "http://127.0.0.1:9000", "the agent or bridge: a base URL, or the full endpoint URL")
+	session := fs.String("session", "", "session id, to continue a conversation (default: a new one)")
+	user := fs.String("user", "", "user id (default: the session id)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	text := strings.Join(fs.Args(), " ")
+	if text == "" {
+		return fmt.Errorf("%w: give the text to send", errUsage)
+	}
+	p, err := mapping.NormalizeProtocol(*proto)
+	if err != nil {
+		return fmt.Errorf("%w: --protocol: %w", errUsage, err)
+	}
+	if p != translate.ProtoAgentAPI {
+		return fmt.Errorf("call does not speak %s yet (see README's protocol table)", p)
+	}
+	if *session == "" {
+		*session = upstream.NewSessionID()
+	}
+	req := &translate.Request{Command: translate.CommandStart, Session: *session, User: *user, Stream: true,
+		Input: []translate.Message{{Role: translate.RoleUser, Parts: []translate.Part{translate.TextPart(text)}}}}
+	endpoint, err := endpointURL(*rawURL, "/process")
+	if err != nil {
+		return fmt.Errorf("%w: --url: %w", errUsage, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(agentapi.EncodeRequest(nil, req)))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	pr := &printer{out: stdout, errOut: stderr, session: *session}
+	dec := agentapi.NewDecoder(resp.Body, agentapi.DecoderOptions{})
+	for {
+		ev, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			return pr.result()
+		}
+		if err != nil {
+			return err
+		}
+		pr.event(ev)
+	}
+}
+
+// endpointURL returns raw when it has a path, else raw with path appended.
+func endpointURL(raw, path string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%q is not an http(s) URL", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = path
+	}
+	return u.String(), nil
+}
+
+// printer writes canonical events for a person: text as it streams, tools,
+// artifacts and the outcome on lines of their own.
+type printer struct {
+	out, errOut io.Writer
+	session     string
+	streamed    map[string]bool // messages whose text was printed as deltas
+	midLine     bool
+	failure     error
+}
+
+func (p *printer) line(format string, args ...any) {
+	if p.midLine {
+		fmt.Fprintln(p.out)
+		p.midLine = false
+	}
+	fmt.Fprintf(p.out, format+"\n", args...)
+}
+
+func (p *printer) event(ev *translate.Event) {
+	if p.streamed == nil {
+		p.streamed = map[string]bool{}
+	}
+	switch ev.Kind {
+	case translate.KindContent:
+		if ev.Part == nil || ev.Part.Kind != translate.PartText {
+			return
+		}
+		if ev.Delta {
+			p.streamed[ev.MessageID] = true
+			fmt.Fprint(p.out, ev.Part.Text)
+			p.midLine = true
+		} else if ev.Done && !p.streamed[ev.MessageID] {
+			p.streamed[ev.MessageID] = true
+			p.line("%s", ev.Part.Text)
+		}
+	case translate.KindMessageEnd:
+		if ev.Message != nil && !p.streamed[ev.MessageID] && ev.Message.Role == translate.RoleAssistant {
+			if t := ev.Message.Text(); t != "" {
+				p.streamed[ev.MessageID] = true
+				p.line("%s", t)
+			}
+		}
+		if p.midLine {
+			fmt.Fprintln(p.out)
+			p.midLine = false
+		}
+	case translate.KindToolCall:
+		if ev.Done && ev.Tool != nil {
+			p.line("[tool call] %s %s", ev.Tool.Name, ev.Tool.Arguments)
+		}
+	case translate.KindToolResult:
+		if ev.Done && ev.Tool != nil {
+			p.line("[tool result] %s: %s", ev.Tool.Name, ev.Tool.Output)
+		}
+	case translate.KindArtifact:
+		if a := ev.Artifact; a != nil {
+			for _, part := range a.Parts {
+				p.line("[artifact] %s %s %s", firstNonEmpty(part.Name, a.Name), part.MIME, firstNonEmpty(part.URI, part.Text))
+			}
+		}
+	case translate.KindInputRequest:
+		p.line("[input required] %s", translate.PartsText(ev.Parts))
+		p.line("(continue with: bridge call --session %s TEXT)", p.session)
+	case translate.KindError:
+		if ev.Err != nil {
+			p.failure = fmt.Errorf("%s: %s", ev.Err.Code, ev.Err.Message)
+		}
+	case translate.KindState:
+		switch ev.State {
+		case translate.StateFailed, translate.StateRejected, translate.StateCanceled:
+			msg := string(ev.State)
+			if ev.Err != nil {
+				msg += ": " + ev.Err.Code + ": " + ev.Err.Message
+			}
+			p.failure = errors.New(msg)
+		}
+	}
+}
+
+func (p *printer) result() error {
+	if p.midLine {
+		fmt.Fprintln(p.out)
+		p.midLine = false
+	}
+	return p.failure
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/agentbridge/bridge/downstream"
+	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/mapping"
+	"github.com/agentbridge/bridge/translate"
+	"github.com/agentbridge/bridge/upstream"
+)
+
+// logFlags are the logging flags every serving command has.
+type logFlags struct {
+	format string
+	level  string
+}
+
+func (l *logFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, l.level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, l.format)
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [--config FILE] [--listen ADDR] [--accept LIST] [--upstream URL --upstream-protocol P]", stderr)
+	configPath := fs.String("config", "", "YAML config file with listen, accept, upstreams and routes (see README)")
+	listen := fs.String("listen", "127.0.0.1:9000", "address of the listener that accepts every protocol")
+	accept := fs.StringSlice("accept", nil, "protocols to accept, comma-separated: agentapi, aip, agentprotocol (ap); default all")
+	upURL := fs.String("upstream", "", "the one upstream agent's URL, for the sidecar case (for agentapi the full /process URL)")
+	upProto := fs.String("upstream-protocol", translate.ProtoAgentAPI, "protocol the upstream agent speaks")
+	upName := fs.String("upstream-name", "upstream", "name of the --upstream agent in logs and metrics")
+	apiPath := fs.String("agentapi-path", "/process", "path of the Agent API endpoint on the listener")
+	maxBody := fs.Int("max-body", 4<<20, "largest request body accepted, in bytes (larger gets HTTP 413)")
+	keepAlive := fs.Duration("keepalive", 15*time.Second, "interval of SSE keep-alive comments on quiet streams (0 disables)")
+	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long open streams may take to finish")
+	var lf logFlags
+	lf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	var cfg *mapping.Config
+	if *configPath != "" {
+		if cfg, err = mapping.Load(*configPath); err != nil {
+			return err
+		}
+	} else {
+		if *upURL == "" {
+			return fmt.Errorf("%w: give --config FILE, or --upstream URL for one agent", errUsage)
+		}
+		cfg = &mapping.Config{Upstreams: []mapping.Upstream{{Name: *upName, URL: *upURL, Protocol: *upProto}}}
+	}
+	if cfg.Listen == "" || fs.Changed("listen") {
+		cfg.Listen = *listen
+	}
+	if len(cfg.Accept) == 0 || fs.Changed("accept") {
+		cfg.Accept = *accept
+	}
+	if cfg.AgentAPIPath == "" || fs.Changed("agentapi-path") {
+		cfg.AgentAPIPath = *apiPath
+	}
+	if cfg.Limits.MaxBodyBytes == 0 || fs.Changed("max-body") {
+		cfg.Limits.MaxBodyBytes = *maxBody
+	}
+	if cfg.Limits.KeepAlive == 0 || fs.Changed("keepalive") {
+		cfg.Limits.KeepAlive = *keepAlive
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	gw, err := newGateway(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info("bridge listening", "addr", ln.Addr().String(), "accept", acceptList(cfg.Accept),
+		"upstreams", len(cfg.Upstreams), "routes", len(cfg.EffectiveRoutes()))
+	return serveUntil(ctx, gw.server, ln, *drain, log)
+}
+
+// serveUntil serves ln until ctx ends, then drains for at most drain.
+func serveUntil(ctx context.Context, srv *downstream.Server, ln net.Listener, drain time.Duration, log *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "drain", drain)
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return <-errc
+}
+
+func acceptList(a []string) string {
+	if len(a) == 0 {
+		return "all"
+	}
+	return strings.Join(a, ",")
+}
+
+// gateway is a configured bridge: its server and the upstream clients the
+// server's routes use.
+type gateway struct {
+	server    *downstream.Server
+	upstreams map[string]*upstream.AgentAPI
+}
+
+// newGateway builds upstream clients and the server from a valid config.
+func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
+	st := store.NewMemory(store.Limits{
+		MaxExchanges:         cfg.Limits.MaxExchanges,
+		MaxAge:               cfg.Limits.ExchangeMaxAge,
+		MaxEventsPerExchange: cfg.Limits.MaxEventsPerExchange,
+	}, nil)
+	gw := &gateway{upstreams: map[string]*upstream.AgentAPI{}}
+	agents := map[string]translate.Agent{}
+	for _, u := range cfg.Upstreams {
+		uc := upstream.Config{
+			Name:     u.Name,
+			URL:      u.URL,
+			Protocol: u.Protocol,
+			Timeouts: upstream.Timeouts{Connect: u.Timeouts.Connect, FirstByte: u.Timeouts.FirstByte,
+				Idle: u.Timeouts.Idle, Total: u.Timeouts.Total},
+			Breaker: upstream.BreakerConfig{ConsecutiveFailures: u.Breaker.ConsecutiveFailures,
+				FailureRatio: u.Breaker.FailureRatio, MinRequests: u.Breaker.MinRequests,
+				Interval: u.Breaker.Interval, OpenFor: u.Breaker.OpenFor, HalfOpenProbes: u.Breaker.HalfOpenProbes},
+			MaxConcurrent: u.MaxConcurrent,
+			MaxEventBytes: cfg.Limits.MaxEventBytes,
+			Headers:       u.Headers,
+			OnBreakerChange: func(name, from, to string) {
+				log.Warn("breaker state changed", "upstream", name, "from", from, "to", to)
+			},
+		}
+		switch u.Protocol {
+		case translate.ProtoAgentAPI:
+			c, err := upstream.NewAgentAPI(uc)
+			if err != nil {
+				return nil, err
+			}
+			gw.upstreams[u.Name] = c
+			agents[u.Name] = c
+		default:
+			return nil, fmt.Errorf("upstream %q: the %s upstream client is not built yet (see README's protocol table)", u.Name, u.Protocol)
+		}
+	}
+	rt := &downstream.Routing{}
+	for _, r := range cfg.EffectiveRoutes() {
+		rt.Routes = append(rt.Routes, downstream.Route{
+			Name: r.Name, Host: r.Host, PathPrefix: r.PathPrefix,
+			Upstream: r.Upstream, Proto: cfg.Upstream(r.Upstream).Protocol, Agent: agents[r.Upstream],
+		})
+	}
+	gw.server = downstream.New(downstream.Options{
+		Accept:       cfg.Accept,
+		AgentAPIPath: cfg.AgentAPIPath,
+		MaxBodyBytes: cfg.Limits.MaxBodyBytes,
+		KeepAlive:    keepAliveOption(cfg.Limits.KeepAlive),
+		Store:        st,
+		Logger:       log,
+	}, rt)
+	return gw, nil
+}
+
+// keepAliveOption maps the user's "0 disables" to the server's negative.
+func keepAliveOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("validate", "validate --config FILE", stderr)
+	path := fs.String("config", "", "YAML config file to check")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return fmt.Errorf("%w: --config FILE is required", errUsage)
+	}
+	cfg, err := mapping.Load(*path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d upstreams, %d routes)\n", *path, len(cfg.Upstreams), len(cfg.EffectiveRoutes()))
+	return nil
+}

@@ -1,0 +1,107 @@
+package downstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/agentbridge/bridge/internal/callctx"
+	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/translate"
+	"github.com/agentbridge/bridge/translate/agentapi"
+)
+
+// serveAgentAPI answers POST /process: the request is validated before any
+// byte is sent (bad input gets HTTP 400 with a JSON error), then the reply
+// always streams as SSE, upstream failures included, as the Agent API's own
+// server does.
+func (s *Server) serveAgentAPI(ctx *fasthttp.RequestCtx, route *Route) {
+	if !ctx.IsPost() {
+		ctx.Response.Header.Set("Allow", "POST")
+		writeJSONError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "use POST")
+		return
+	}
+	req, err := agentapi.DecodeRequest(ctx.PostBody())
+	if err != nil {
+		writeJSONError(ctx, fasthttp.StatusBadRequest, translate.CodeBadRequest, err.Error())
+		return
+	}
+	if route == nil {
+		writeJSONError(ctx, fasthttp.StatusNotFound, "NO_ROUTE", "no upstream agent is routed for this request")
+		return
+	}
+	// The response echoes the session, and an agent keys its memory by it:
+	// fix one now so the client can continue the conversation.
+	if req.Session == "" {
+		req.Session = newID("session_")
+	}
+	if req.ID == "" {
+		req.ID = newID("response_")
+	}
+	x, err := s.begin(ctx, route, translate.ProtoAgentAPI, req)
+	if err != nil {
+		writeJSONError(ctx, fasthttp.StatusInternalServerError, translate.CodeInternal, err.Error())
+		return
+	}
+	enc := agentapi.NewEncoder(agentapi.EncoderOptions{ResponseID: req.ID, SessionID: req.Session})
+	setSSEHeaders(ctx)
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) { x.stream(w, enc) })
+}
+
+// begin registers a new exchange and gives it a context of its own.
+func (s *Server) begin(ctx *fasthttp.RequestCtx, route *Route, down string, req *translate.Request) (*exchange, error) {
+	xs := &store.Exchange{
+		ID:         store.NewID(),
+		Downstream: down,
+		Upstream:   route.Proto,
+		Route:      route.Name,
+		ClientID:   req.ID,
+		Session:    req.Session,
+		User:       req.User,
+		State:      translate.StateSubmitted,
+		Request:    req,
+	}
+	if err := s.store.Create(xs); err != nil && !errors.Is(err, store.ErrExists) {
+		return nil, err
+	}
+	req.Exchange = xs.ID
+	xctx, cancel := context.WithCancel(context.Background())
+	xctx = callctx.WithHeaders(xctx, forwardHeaders(ctx))
+	return &exchange{
+		s:      s,
+		id:     xs.ID,
+		route:  route.Name,
+		down:   down,
+		up:     route.Proto,
+		agent:  route.Agent,
+		req:    req,
+		ctx:    xctx,
+		cancel: cancel,
+		conn:   ctx.Conn(),
+		start:  time.Now(),
+	}, nil
+}
+
+// forwardHeaders copies the client headers that travel upstream: W3C
+// trace context.
+func forwardHeaders(ctx *fasthttp.RequestCtx) map[string]string {
+	var h map[string]string
+	for _, k := range [...]string{"traceparent", "tracestate"} {
+		if v := ctx.Request.Header.Peek(k); len(v) > 0 {
+			if h == nil {
+				h = make(map[string]string, 2)
+			}
+			h[k] = string(v)
+		}
+	}
+	return h
+}
+
+func setSSEHeaders(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/event-stream; charset=utf-8")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+}

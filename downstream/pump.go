@@ -1,0 +1,188 @@
+package downstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/agentbridge/bridge/internal/sse"
+	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/translate"
+)
+
+// frameEncoder writes canonical events in one protocol's stream framing.
+type frameEncoder interface {
+	// Encode appends the frames for ev to dst.
+	Encode(dst []byte, ev *translate.Event) []byte
+	// Finish appends a terminal frame if none was written: a failure with
+	// err, or a cancellation when err is nil.
+	Finish(dst []byte, err *translate.Error) []byte
+	// Done reports whether a terminal frame was written.
+	Done() bool
+}
+
+// exchange is everything a stream needs once its handler has returned.
+type exchange struct {
+	s      *Server
+	id     string
+	route  string
+	down   string
+	up     string
+	agent  translate.Agent
+	req    *translate.Request
+	ctx    context.Context
+	cancel context.CancelFunc
+	conn   net.Conn
+	start  time.Time
+}
+
+// step is one result of the upstream's Next.
+type step struct {
+	ev  *translate.Event
+	err error
+}
+
+// stream pumps the upstream's events to w through enc until a terminal
+// frame, the upstream's end, or the client's departure. It runs inside
+// fasthttp's body stream writer and touches no RequestCtx.
+func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
+	defer x.cancel()
+	x.s.active.Add(1)
+	defer x.s.active.Add(-1)
+	stopWatch := watchDisconnect(x.conn, x.cancel)
+	defer stopWatch()
+
+	var buf []byte
+	outcome := "completed"
+	defer func() { x.finish(outcome) }()
+
+	up, err := x.agent.Open(x.ctx, x.req)
+	if err != nil {
+		te := canonicalError(err)
+		outcome = te.Code
+		x.log(slog.LevelWarn, "upstream call failed", "error", err)
+		buf = enc.Finish(buf, te)
+		_, _ = w.Write(buf)
+		_ = w.Flush()
+		return
+	}
+
+	// A reader goroutine lets the pump send keep-alives while the upstream
+	// is quiet. It hands over one event at a time and waits for the ack,
+	// so the event stays valid while it is encoded.
+	steps := make(chan step, 1)
+	ack := make(chan struct{})
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			ev, err := up.Next()
+			select {
+			case steps <- step{ev, err}:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case <-ack:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	defer func() {
+		x.cancel()
+		close(quit)
+		wg.Wait()
+		_ = up.Close()
+	}()
+
+	var tick <-chan time.Time
+	if ka := x.s.opts.KeepAlive; ka > 0 {
+		t := time.NewTicker(ka)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-x.ctx.Done():
+			outcome = "client_gone"
+			return
+		case <-tick:
+			if _, err := w.Write(sse.KeepAlive); err != nil || w.Flush() != nil {
+				outcome = "client_gone"
+				return
+			}
+			continue
+		case st := <-steps:
+			if st.err != nil {
+				var te *translate.Error
+				if !errors.Is(st.err, io.EOF) {
+					if x.ctx.Err() != nil {
+						outcome = "client_gone"
+						return
+					}
+					te = canonicalError(st.err)
+					x.log(slog.LevelWarn, "upstream stream failed", "error", st.err)
+				}
+				buf = enc.Finish(buf[:0], te)
+				if te != nil {
+					outcome = te.Code
+				} else if len(buf) > 0 {
+					outcome = "incomplete"
+				}
+				if len(buf) > 0 {
+					_, _ = w.Write(buf)
+					_ = w.Flush()
+				}
+				return
+			}
+			ev := st.ev
+			if _, err := x.s.store.Append(x.id, ev); err != nil && !errors.Is(err, store.ErrNotFound) {
+				x.log(slog.LevelWarn, "exchange log append failed", "error", err)
+			}
+			if ev.Kind == translate.KindState && ev.State.Settled() {
+				outcome = string(ev.State)
+			}
+			buf = enc.Encode(buf[:0], ev)
+			if len(buf) > 0 {
+				if _, err := w.Write(buf); err != nil || w.Flush() != nil {
+					outcome = "client_gone"
+					return
+				}
+			}
+			if enc.Done() {
+				return
+			}
+			ack <- struct{}{}
+		}
+	}
+}
+
+// finish records the exchange's end and writes its access line.
+func (x *exchange) finish(outcome string) {
+	x.s.log.LogAttrs(context.Background(), slog.LevelInfo, "exchange",
+		slog.String("exchange", x.id),
+		slog.String("route", x.route),
+		slog.String("downstream", x.down),
+		slog.String("upstream", x.up),
+		slog.String("session", x.req.Session),
+		slog.String("client_id", x.req.ID),
+		slog.String("outcome", outcome),
+		slog.Duration("duration", time.Since(x.start)),
+	)
+}
+
+func (x *exchange) log(level slog.Level, msg string, args ...any) {
+	args = append(args, "exchange", x.id, "route", x.route)
+	x.s.log.Log(context.Background(), level, msg, args...)
+}

@@ -1,0 +1,148 @@
+package downstream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/translate"
+	"github.com/agentbridge/bridge/translate/agentapi"
+)
+
+// Options configures a Server. The zero value of each field gives the
+// default noted.
+type Options struct {
+	// Accept lists the protocols served (translate.Proto*); empty means all.
+	Accept []string
+	// AgentAPIPath is the Agent API endpoint (default "/process").
+	AgentAPIPath string
+	// MaxBodyBytes bounds a request body (default 4 MiB); larger gets 413.
+	MaxBodyBytes int
+	// KeepAlive is the interval of SSE keep-alive comments on a quiet
+	// stream (default 15s; negative disables them).
+	KeepAlive time.Duration
+	// Store logs exchanges and their events (default: in memory, default bounds).
+	Store store.Store
+	// Logger receives errors and access lines (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server serves every accepted protocol on one listener.
+type Server struct {
+	opts    Options
+	routing atomic.Pointer[Routing]
+	srv     *fasthttp.Server
+	log     *slog.Logger
+	store   store.Store
+	active  atomic.Int64 // exchanges streaming now
+	closing atomic.Bool
+}
+
+// New returns a server that routes with rt until SetRouting replaces it.
+func New(opts Options, rt *Routing) *Server {
+	if opts.AgentAPIPath == "" {
+		opts.AgentAPIPath = "/process"
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Store == nil {
+		opts.Store = store.NewMemory(store.Limits{}, nil)
+	}
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store}
+	s.routing.Store(rt)
+	s.srv = &fasthttp.Server{
+		Handler:                       s.handle,
+		Name:                          "agent-bridge",
+		MaxRequestBodySize:            opts.MaxBodyBytes,
+		ReadTimeout:                   30 * time.Second,
+		IdleTimeout:                   2 * time.Minute,
+		NoDefaultServerHeader:         true,
+		DisablePreParseMultipartForm:  true,
+		CloseOnShutdown:               true,
+		DisableHeaderNamesNormalizing: false,
+		ErrorHandler:                  s.transportError,
+	}
+	return s
+}
+
+// SetRouting swaps the routing table; requests already routed keep theirs.
+func (s *Server) SetRouting(rt *Routing) { s.routing.Store(rt) }
+
+// Store returns the exchange store.
+func (s *Server) Store() store.Store { return s.store }
+
+// Handler returns the request handler, for tests and embedding.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting, waits for open exchanges until ctx ends, then
+// closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+func (s *Server) accepts(proto string) bool {
+	return len(s.opts.Accept) == 0 || slices.Contains(s.opts.Accept, proto)
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	if string(path) == "/health" || string(path) == "/healthz" {
+		s.health(ctx)
+		return
+	}
+	route, rest := s.routing.Load().match(ctx.Host(), path)
+	switch {
+	case s.accepts(translate.ProtoAgentAPI) && string(rest) == s.opts.AgentAPIPath:
+		s.serveAgentAPI(ctx, route)
+	default:
+		writeJSONError(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no endpoint at "+string(path))
+	}
+}
+
+func (s *Server) health(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	if s.closing.Load() {
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"draining","runner":"not_ready"}`)
+		return
+	}
+	ctx.SetBodyString(`{"status":"healthy","runner":"ready"}`)
+}
+
+// transportError answers what fasthttp rejects before the handler: a body
+// over the limit, a malformed request line.
+func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeJSONError(ctx, fasthttp.StatusRequestEntityTooLarge, "BODY_TOO_LARGE",
+			"request body is larger than the limit of "+strconv.Itoa(s.opts.MaxBodyBytes)+" bytes")
+		return
+	}
+	writeJSONError(ctx, fasthttp.StatusBadRequest, translate.CodeBadRequest, err.Error())
+}
+
+// writeJSONError answers with a JSON error body of the form
+// {"error":{"code":..,"message":..}}.
+func writeJSONError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(agentapi.AppendHTTPError(nil, code, msg))
+}

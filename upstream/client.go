@@ -1,0 +1,339 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/agentbridge/bridge/translate"
+)
+
+// Timeouts bound one call to an upstream. Zero means the default noted.
+type Timeouts struct {
+	Connect   time.Duration // TCP connect (default 5s)
+	FirstByte time.Duration // until the response header arrives (default 30s)
+	Idle      time.Duration // longest silence inside a streamed body (default 5m)
+	Total     time.Duration // whole unary call; never applied to streams (default 2m)
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Connect <= 0 {
+		t.Connect = 5 * time.Second
+	}
+	if t.FirstByte <= 0 {
+		t.FirstByte = 30 * time.Second
+	}
+	if t.Idle <= 0 {
+		t.Idle = 5 * time.Minute
+	}
+	if t.Total <= 0 {
+		t.Total = 2 * time.Minute
+	}
+	return t
+}
+
+// Config describes one upstream agent.
+type Config struct {
+	Name     string
+	URL      string // the endpoint: for the Agent API, the /process URL
+	Protocol string // translate.Proto*
+	Timeouts Timeouts
+	Breaker  BreakerConfig
+	// MaxConcurrent bounds exchanges in flight to this upstream (0: 1024).
+	MaxConcurrent int
+	// MaxEventBytes bounds one streamed event (0: 4 MiB); MaxBodyBytes a
+	// unary or error body (0: 8 MiB).
+	MaxEventBytes int
+	MaxBodyBytes  int
+	// Headers are sent on every call (an API key, say). They are never logged.
+	Headers map[string]string
+	// OnBreakerChange, when not nil, is told of breaker state changes.
+	OnBreakerChange func(name string, from, to string)
+}
+
+// client is the HTTP machinery shared by the protocol clients: one fasthttp
+// HostClient per upstream, its breaker and its bounds.
+type client struct {
+	cfg     Config
+	url     *url.URL
+	hc      *fasthttp.HostClient
+	dialer  *dialer
+	breaker *Breaker
+	slots   chan struct{}
+}
+
+func newClient(cfg Config) (*client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %q: url: %w", cfg.Name, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("upstream %q: url %q: want http(s)://host[:port]/path", cfg.Name, cfg.URL)
+	}
+	cfg.Timeouts = cfg.Timeouts.withDefaults()
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 1024
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	d := &dialer{timeout: cfg.Timeouts.Connect}
+	hc := &fasthttp.HostClient{
+		Addr:                      addr,
+		Name:                      "agent-bridge",
+		IsTLS:                     u.Scheme == "https",
+		TLSConfig:                 &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
+		Dial:                      d.dial,
+		MaxConns:                  cfg.MaxConcurrent,
+		ReadTimeout:               cfg.Timeouts.FirstByte,
+		WriteTimeout:              cfg.Timeouts.Connect + cfg.Timeouts.FirstByte,
+		MaxIdleConnDuration:       30 * time.Second,
+		StreamResponseBody:        true,
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		DisablePathNormalizing:    true,
+		NoDefaultUserAgentHeader:  true,
+	}
+	var onChange func(string, gobreaker.State, gobreaker.State)
+	if cfg.OnBreakerChange != nil {
+		onChange = func(n string, from, to gobreaker.State) { cfg.OnBreakerChange(n, from.String(), to.String()) }
+	}
+	return &client{
+		cfg:     cfg,
+		url:     u,
+		hc:      hc,
+		dialer:  d,
+		breaker: NewBreaker(cfg.Name, cfg.Breaker, onChange),
+		slots:   make(chan struct{}, cfg.MaxConcurrent),
+	}, nil
+}
+
+// Breaker returns the upstream's breaker, for status pages and tests.
+func (c *client) Breaker() *Breaker { return c.breaker }
+
+// acquire takes a concurrency slot and asks the breaker. release must be
+// called with the exchange's outcome.
+func (c *client) acquire() (release func(error), err error) {
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		return nil, &Error{Code: translate.CodeBusy, RetryAfter: time.Second,
+			Err: fmt.Errorf("%w: %d exchanges in flight", ErrUnavailable, cap(c.slots))}
+	}
+	done, err := c.breaker.Allow()
+	if err != nil {
+		<-c.slots
+		return nil, err
+	}
+	var once sync.Once
+	return func(outcome error) {
+		once.Do(func() {
+			done(outcome)
+			<-c.slots
+		})
+	}, nil
+}
+
+// request is one HTTP call's inputs.
+type request struct {
+	path        string // overrides the configured URL's path when set
+	body        []byte
+	contentType string
+	accept      string
+	header      map[string]string // per-call headers (trace context)
+}
+
+// response is a call in progress: its header is read, and the body is
+// either in Body (unary) or streams from Stream.
+type response struct {
+	c       *client
+	resp    *fasthttp.Response
+	Status  int
+	Stream  io.Reader
+	unbind  func()
+	release func(error)
+	eof     bool
+}
+
+// do sends req and returns once the response header has arrived. With
+// stream set the body streams; otherwise it is read whole (bounded) before
+// do returns. Non-2xx statuses become *Error and are reported to the
+// breaker: 5xx and 429 as failures, other 4xx as successes (the upstream
+// worked; the request was at fault).
+func (c *client) do(ctx context.Context, r request, stream bool) (*response, error) {
+	release, err := c.acquire()
+	if err != nil {
+		return nil, err
+	}
+	freq := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(freq)
+	resp := fasthttp.AcquireResponse()
+	u := *c.url
+	if r.path != "" {
+		u.Path = r.path
+	}
+	freq.SetRequestURI(u.String())
+	freq.Header.SetMethod(fasthttp.MethodPost)
+	if r.body == nil {
+		freq.Header.SetMethod(fasthttp.MethodGet)
+	}
+	freq.Header.SetContentType(r.contentType)
+	if r.accept != "" {
+		freq.Header.Set("Accept", r.accept)
+	}
+	for k, v := range c.cfg.Headers {
+		freq.Header.Set(k, v)
+	}
+	for k, v := range r.header {
+		freq.Header.Set(k, v)
+	}
+	freq.SetBodyRaw(r.body)
+
+	deadline := time.Now().Add(c.cfg.Timeouts.FirstByte)
+	if !stream {
+		deadline = time.Now().Add(c.cfg.Timeouts.Total)
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := ctx.Err(); err != nil {
+		fasthttp.ReleaseResponse(resp)
+		release(ErrClientGone)
+		return nil, err
+	}
+	err = c.hc.DoDeadline(freq, resp, deadline)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		e := transportError(err)
+		release(e)
+		return nil, e
+	}
+	out := &response{c: c, resp: resp, Status: resp.StatusCode(), Stream: resp.BodyStream(), release: release}
+	if out.Status < 200 || out.Status > 299 {
+		body, _ := out.readAll(c.cfg.MaxBodyBytes)
+		e := statusError(out.Status, resp, body)
+		out.finish(e)
+		if e.RetryAfter > 0 {
+			c.breaker.HoldOff(e.RetryAfter)
+		}
+		return nil, e
+	}
+	if wc := c.dialer.lookup(resp.LocalAddr()); wc != nil && stream {
+		out.unbind = wc.bind(ctx, c.cfg.Timeouts.Idle)
+	}
+	return out, nil
+}
+
+// ContentType returns the response's media type, lowercased, without parameters.
+func (r *response) ContentType() string {
+	ct := string(r.resp.Header.ContentType())
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+// readAll reads the rest of the body, at most limit bytes.
+func (r *response) readAll(limit int) ([]byte, error) {
+	if r.Stream == nil {
+		return r.resp.Body(), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Stream, int64(limit)+1))
+	if err == nil {
+		r.eof = true
+	}
+	if len(b) > limit {
+		r.eof = false
+		return b[:limit], fmt.Errorf("body larger than %d bytes", limit)
+	}
+	return b, err
+}
+
+// finish ends the call once: it reports outcome to the breaker and frees the
+// connection, closing it unless the body was read to its end.
+func (r *response) finish(outcome error) {
+	if r.resp == nil {
+		return
+	}
+	if r.unbind != nil {
+		r.unbind()
+	}
+	if !r.eof || outcome != nil {
+		r.resp.SetConnectionClose() // unread bytes or a broken stream: never reuse
+	}
+	_ = r.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(r.resp)
+	r.resp = nil
+	if r.Status >= 400 && r.Status < 500 && r.Status != fasthttp.StatusTooManyRequests {
+		outcome = nil // the upstream is healthy; the request was refused
+	}
+	r.release(outcome)
+}
+
+func transportError(err error) *Error {
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout):
+		return &Error{Code: translate.CodeUpstreamTimeout, Err: err}
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return &Error{Code: translate.CodeBusy, RetryAfter: time.Second, Err: err}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Code: translate.CodeUpstreamTimeout, Err: err}
+	}
+	return &Error{Code: translate.CodeUpstreamUnavailable, Err: err}
+}
+
+func statusError(status int, resp *fasthttp.Response, body []byte) *Error {
+	e := &Error{Code: translate.CodeUpstreamError, Status: status}
+	if status >= 400 && status < 500 {
+		e.Code = translate.CodeBadRequest
+	}
+	if status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable {
+		e.Code = translate.CodeUpstreamUnavailable
+		e.RetryAfter = parseRetryAfter(string(resp.Header.Peek("Retry-After")), time.Now())
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 512 {
+		msg = msg[:512] + "…"
+	}
+	if msg == "" {
+		msg = fasthttp.StatusMessage(status)
+	}
+	e.Err = errors.New(msg)
+	return e
+}
+
+// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := time.Parse(time.RFC1123, v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
