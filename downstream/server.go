@@ -24,6 +24,8 @@ type Options struct {
 	Accept []string
 	// AgentAPIPath is the Agent API endpoint (default "/process").
 	AgentAPIPath string
+	// AIP configures the AIP Partner endpoints.
+	AIP AIPOptions
 	// MaxBodyBytes bounds a request body (default 4 MiB); larger gets 413.
 	MaxBodyBytes int
 	// KeepAlive is the interval of SSE keep-alive comments on a quiet
@@ -44,6 +46,7 @@ type Server struct {
 	store   store.Store
 	active  atomic.Int64 // exchanges streaming now
 	closing atomic.Bool
+	turns   turns // detached turns (AIP tasks, Agent Protocol requests)
 }
 
 // New returns a server that routes with rt until SetRouting replaces it.
@@ -96,7 +99,11 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
-	return s.srv.ShutdownWithContext(ctx)
+	err := s.srv.ShutdownWithContext(ctx)
+	if werr := s.waitTurns(ctx); err == nil {
+		err = werr
+	}
+	return err
 }
 
 func (s *Server) accepts(proto string) bool {
@@ -113,6 +120,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	switch {
 	case s.accepts(translate.ProtoAgentAPI) && string(rest) == s.opts.AgentAPIPath:
 		s.serveAgentAPI(ctx, route)
+	case s.accepts(translate.ProtoAIP) && s.matchAIP(ctx, rest):
+		s.serveAIP(ctx, route, rest)
 	default:
 		writeJSONError(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no endpoint at "+string(path))
 	}

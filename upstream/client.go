@@ -58,6 +58,8 @@ type Config struct {
 	MaxBodyBytes  int
 	// Headers are sent on every call (an API key, say). They are never logged.
 	Headers map[string]string
+	// AIP configures an AIP upstream; other protocols ignore it.
+	AIP AIPOptions
 	// OnBreakerChange, when not nil, is told of breaker state changes.
 	OnBreakerChange func(name string, from, to string)
 }

@@ -96,6 +96,7 @@ type printer struct {
 	session     string
 	streamed    map[string]bool // messages whose text was printed as deltas
 	midLine     bool
+	lastLine    string
 	failure     error
 }
 
@@ -104,7 +105,8 @@ func (p *printer) line(format string, args ...any) {
 		fmt.Fprintln(p.out)
 		p.midLine = false
 	}
-	fmt.Fprintf(p.out, format+"\n", args...)
+	p.lastLine = fmt.Sprintf(format, args...)
+	fmt.Fprintln(p.out, p.lastLine)
 }
 
 func (p *printer) event(ev *translate.Event) {
@@ -150,7 +152,12 @@ func (p *printer) event(ev *translate.Event) {
 			}
 		}
 	case translate.KindInputRequest:
-		p.line("[input required] %s", translate.PartsText(ev.Parts))
+		// The question usually came as an assistant message just before.
+		if q := translate.PartsText(ev.Parts); q != p.lastLine {
+			p.line("[input required] %s", q)
+		} else {
+			p.line("[input required]")
+		}
 		p.line("(continue with: bridge call --session %s TEXT)", p.session)
 	case translate.KindError:
 		if ev.Err != nil {

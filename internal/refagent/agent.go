@@ -77,7 +77,7 @@ func (a *Agent) Open(ctx context.Context, req *translate.Request) (translate.Str
 			Parts: []translate.Part{translate.TextPart(FailMessage)}})
 		return a.stream(ctx, text, evs), nil
 	}
-	msgID := "msg_" + randomHex(16)
+	msgID := "msg_" + uuid()
 	reply := "echo: " + text
 	add(&translate.Event{Kind: translate.KindMessageStart, MessageID: msgID,
 		Message: &translate.Message{ID: msgID, Role: translate.RoleAssistant}})
@@ -186,6 +186,16 @@ func split3(s string) []string {
 	}
 	a, b := len(r)/3, 2*len(r)/3
 	return []string{string(r[:a]), string(r[a:b]), string(r[b:])}
+}
+
+// uuid returns a random version-4 UUID, the shape of the Agent API's ids.
+func uuid() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 func randomHex(n int) string {

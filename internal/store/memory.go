@@ -313,6 +313,9 @@ func (m *Memory) Events(id string, after uint64) ([]*translate.Event, error) {
 // exchange closes; it starts no goroutine and never polls.
 func (m *Memory) Wait(ctx context.Context, id string, after uint64) error {
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		e, err := m.lookup(id, m.now())
 		if err != nil {
 			return err

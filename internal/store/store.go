@@ -148,8 +148,9 @@ type Store interface {
 	Events(id string, after uint64) ([]*translate.Event, error)
 	// Wait blocks until the exchange has an event with Seq > after, or is in
 	// a terminal state (so that nothing newer will come), and then returns
-	// nil. It returns ctx.Err() when ctx ends first, and ErrNotFound when the
-	// exchange goes away meanwhile. It is meant to be followed by Events.
+	// nil. It returns ctx.Err() when ctx ends first (or has ended when Wait
+	// is called), and ErrNotFound when the exchange goes away meanwhile. It
+	// is meant to be followed by Events.
 	Wait(ctx context.Context, id string, after uint64) error
 	// List returns copies of at most limit exchanges (all when limit <= 0),
 	// the most recently updated first. Event logs are not included.
