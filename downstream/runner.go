@@ -185,6 +185,13 @@ func (s *Server) follow(ctx context.Context, xid string, after uint64, stop func
 		if err != nil {
 			return err
 		}
+		if len(evs) == 0 {
+			// Wait returns at once for a terminal exchange: with nothing
+			// new to send, following is over (else this would spin).
+			if x, err := s.store.Get(xid); err != nil || x.State.Terminal() {
+				return err
+			}
+		}
 		for _, ev := range evs {
 			if err := fn(ev); err != nil {
 				return err
