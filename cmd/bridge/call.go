@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/agentbridge/bridge/mapping"
 	"github.com/agentbridge/bridge/translate"
-	"github.com/agentbridge/bridge/translate/agentapi"
 	"github.com/agentbridge/bridge/upstream"
 )
 
@@ -33,37 +31,23 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("%w: --protocol: %w", errUsage, err)
 	}
-	if p != translate.ProtoAgentAPI {
-		return fmt.Errorf("call does not speak %s yet (see README's protocol table)", p)
+	agent, err := callAgent(p, *rawURL)
+	if err != nil {
+		return err
 	}
 	if *session == "" {
 		*session = upstream.NewSessionID()
 	}
 	req := &translate.Request{Command: translate.CommandStart, Session: *session, User: *user, Stream: true,
 		Input: []translate.Message{{Role: translate.RoleUser, Parts: []translate.Part{translate.TextPart(text)}}}}
-	endpoint, err := endpointURL(*rawURL, "/process")
-	if err != nil {
-		return fmt.Errorf("%w: --url: %w", errUsage, err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(agentapi.EncodeRequest(nil, req)))
+	stream, err := agent.Open(ctx, req)
 	if err != nil {
 		return err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(hreq)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
-	}
+	defer stream.Close()
 	pr := &printer{out: stdout, errOut: stderr, session: *session}
-	dec := agentapi.NewDecoder(resp.Body, agentapi.DecoderOptions{})
 	for {
-		ev, err := dec.Next()
+		ev, err := stream.Next()
 		if errors.Is(err, io.EOF) {
 			return pr.result()
 		}
@@ -72,6 +56,22 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		pr.event(ev)
 	}
+}
+
+// callAgent returns the upstream client of protocol p for the agent or
+// bridge at raw: the same client the bridge itself uses upstream, so what
+// call prints is what the bridge would see.
+func callAgent(p, raw string) (translate.Agent, error) {
+	switch p {
+	case translate.ProtoAgentAPI:
+		endpoint, err := endpointURL(raw, "/process")
+		if err != nil {
+			return nil, fmt.Errorf("%w: --url: %w", errUsage, err)
+		}
+		return upstream.NewAgentAPI(upstream.Config{Name: "call", URL: endpoint,
+			Timeouts: upstream.Timeouts{FirstByte: time.Minute}})
+	}
+	return nil, fmt.Errorf("call does not speak %s yet (see README's protocol table)", p)
 }
 
 // endpointURL returns raw when it has a path, else raw with path appended.
@@ -148,7 +148,7 @@ func (p *printer) event(ev *translate.Event) {
 	case translate.KindArtifact:
 		if a := ev.Artifact; a != nil {
 			for _, part := range a.Parts {
-				p.line("[artifact] %s %s %s", firstNonEmpty(part.Name, a.Name), part.MIME, firstNonEmpty(part.URI, part.Text))
+				p.line("[artifact] %s", strings.Join(nonEmpty(firstNonEmpty(part.Name, a.Name), part.MIME, firstNonEmpty(part.URI, part.Text)), " "))
 			}
 		}
 	case translate.KindInputRequest:
@@ -190,4 +190,14 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+func nonEmpty(s ...string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

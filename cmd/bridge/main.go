@@ -33,11 +33,15 @@ Run 'bridge COMMAND --help' for the flags of a command.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// run executes one command line and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run executes one command line until it is done or ctx ends, and returns
+// the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		if len(args) == 0 {
@@ -45,8 +49,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"serve":    cmdServe,
 		"agent":    cmdAgent,
