@@ -100,15 +100,16 @@ func newClient(cfg Config) (*client, error) {
 	}
 	d := &dialer{timeout: cfg.Timeouts.Connect}
 	hc := &fasthttp.HostClient{
-		Addr:                      addr,
-		Name:                      "agent-bridge",
-		IsTLS:                     u.Scheme == "https",
-		TLSConfig:                 &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
-		Dial:                      d.dial,
-		MaxConns:                  cfg.MaxConcurrent,
-		ReadTimeout:               cfg.Timeouts.FirstByte,
-		WriteTimeout:              cfg.Timeouts.Connect + cfg.Timeouts.FirstByte,
-		MaxIdleConnDuration:       30 * time.Second,
+		Addr:                addr,
+		Name:                "agent-bridge",
+		IsTLS:               u.Scheme == "https",
+		TLSConfig:           &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
+		Dial:                d.dial,
+		MaxConns:            cfg.MaxConcurrent,
+		ReadTimeout:         cfg.Timeouts.FirstByte,
+		WriteTimeout:        cfg.Timeouts.Connect + cfg.Timeouts.FirstByte,
+		MaxIdleConnDuration: 4 * time.Second, // under uvicorn's 5s keep-alive
+
 		StreamResponseBody:        true,
 		MaxIdemponentCallAttempts: 1,
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
@@ -162,6 +163,10 @@ type request struct {
 	contentType string
 	accept      string
 	header      map[string]string // per-call headers (trace context)
+	// held: the caller took a slot with acquire and reports the outcome of
+	// its whole exchange itself, so do neither acquires nor reports (AIP
+	// makes several calls per exchange).
+	held bool
 }
 
 // response is a call in progress: its header is read, and the body is
@@ -182,9 +187,11 @@ type response struct {
 // breaker: 5xx and 429 as failures, other 4xx as successes (the upstream
 // worked; the request was at fault).
 func (c *client) do(ctx context.Context, r request, stream bool) (*response, error) {
-	release, err := c.acquire()
-	if err != nil {
-		return nil, err
+	release, err := func(error) {}, error(nil)
+	if !r.held {
+		if release, err = c.acquire(); err != nil {
+			return nil, err
+		}
 	}
 	freq := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(freq)
@@ -223,6 +230,14 @@ func (c *client) do(ctx context.Context, r request, stream bool) (*response, err
 		return nil, err
 	}
 	err = c.hc.DoDeadline(freq, resp, deadline)
+	if errors.Is(err, fasthttp.ErrConnectionClosed) && ctx.Err() == nil && time.Now().Before(deadline) {
+		// A pooled keep-alive connection the agent closed while idle fails
+		// before any answer byte: the agent never saw the request, so it
+		// is sent once more, on a new connection. This is the only resend;
+		// fasthttp's own retries are off so the breaker sees true outcomes.
+		resp.Reset()
+		err = c.hc.DoDeadline(freq, resp, deadline)
+	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		e := transportError(err)

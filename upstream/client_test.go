@@ -1,8 +1,15 @@
 package upstream
 
 import (
+	"bufio"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,5 +76,60 @@ func TestErrorCanonical(t *testing.T) {
 	}
 	if (&Error{Code: translate.CodeBadRequest, Err: errors.New("x")}).Canonical().Retryable {
 		t.Fatal("a bad request is not retryable")
+	}
+}
+
+// TestStalePooledConnectionIsResentOnce: an agent that closes an idle
+// keep-alive connection (as uvicorn does after 5s) must not fail the next
+// call that the pool puts on it.
+func TestStalePooledConnectionIsResentOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	body := `data: {"sequence_number":0,"object":"response","status":"completed","id":"r"}` + "\n\n"
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				time.Sleep(30 * time.Millisecond) // then close the kept-alive connection
+			}(c)
+		}
+	}()
+	a, err := NewAgentAPI(Config{Name: "u", URL: "http://" + ln.Addr().String() + "/process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		s, err := a.Open(context.Background(), &translate.Request{Session: "s",
+			Input: []translate.Message{{Role: translate.RoleUser, Parts: []translate.Part{translate.TextPart("hi")}}}})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		evs, err := translate.Collect(s)
+		if err != nil || len(evs) == 0 || !evs[len(evs)-1].Terminal() {
+			t.Fatalf("call %d: %v %v", i, evs, err)
+		}
+		time.Sleep(80 * time.Millisecond) // the agent has closed the connection by now
+	}
+	if got := a.Breaker().Counts().TotalFailures; got != 0 {
+		t.Fatalf("%d breaker failures from stale connections", got)
+	}
+	if accepted.Load() < 2 {
+		t.Fatalf("only %d connections: the test did not exercise a stale one", accepted.Load())
 	}
 }
