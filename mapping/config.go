@@ -49,6 +49,21 @@ type Upstream struct {
 	Breaker       Breaker           `yaml:"breaker"`
 	MaxConcurrent int               `yaml:"max_concurrent"`
 	Headers       map[string]string `yaml:"headers"`
+	// AIP configures an AIP upstream (the bridge as AIP Leader).
+	AIP AIPUpstream `yaml:"aip"`
+}
+
+// AIPUpstream is how the bridge drives an AIP Partner.
+type AIPUpstream struct {
+	// Mode: stream, rpc, or auto (default: stream when the partner's ACS
+	// document advertises streaming).
+	Mode string `yaml:"mode"`
+	// AutoComplete sends complete when a task awaits completion and the
+	// client's protocol has no such step (default true).
+	AutoComplete *bool             `yaml:"auto_complete"`
+	PollInterval time.Duration     `yaml:"poll_interval"`
+	Paths        map[string]string `yaml:"paths"`
+	LeaderID     string            `yaml:"leader_id"`
 }
 
 // Timeouts of one upstream; zero means the default.
@@ -164,6 +179,11 @@ func (c *Config) Validate() error {
 		}
 		if u.Breaker.FailureRatio < 0 || u.Breaker.FailureRatio > 1 {
 			bad("%s.breaker.failure_ratio: %v is not between 0 and 1", where, u.Breaker.FailureRatio)
+		}
+		switch u.AIP.Mode {
+		case "", "auto", "stream", "rpc":
+		default:
+			bad("%s.aip.mode: %q is not stream, rpc or auto", where, u.AIP.Mode)
 		}
 		if u.MaxConcurrent < 0 {
 			bad("%s.max_concurrent: must not be negative", where)

@@ -16,10 +16,11 @@ import (
 
 func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("call", "call --protocol P --url URL [--session ID] TEXT...", stderr)
-	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol to speak: agentapi")
+	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol to speak: agentapi or aip")
 	rawURL := fs.String("url", "http://127.0.0.1:9000", "the agent or bridge: a base URL, or the full endpoint URL")
 	session := fs.String("session", "", "session id, to continue a conversation (default: a new one)")
 	user := fs.String("user", "", "user id (default: the session id)")
+	aipMode := fs.String("aip-mode", "auto", "with --protocol aip: stream, rpc, or auto (stream when the partner advertises it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,7 +32,7 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("%w: --protocol: %w", errUsage, err)
 	}
-	agent, err := callAgent(p, *rawURL)
+	agent, err := callAgent(p, *rawURL, aipMode)
 	if err != nil {
 		return err
 	}
@@ -61,17 +62,19 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // callAgent returns the upstream client of protocol p for the agent or
 // bridge at raw: the same client the bridge itself uses upstream, so what
 // call prints is what the bridge would see.
-func callAgent(p, raw string) (translate.Agent, error) {
+func callAgent(p, raw string, aipMode *string) (translate.Agent, error) {
 	switch p {
 	case translate.ProtoAgentAPI:
 		endpoint, err := endpointURL(raw, "/process")
 		if err != nil {
 			return nil, fmt.Errorf("%w: --url: %w", errUsage, err)
 		}
-		return upstream.NewAgentAPI(upstream.Config{Name: "call", URL: endpoint,
-			Timeouts: upstream.Timeouts{FirstByte: time.Minute}})
+		raw = endpoint
+	case translate.ProtoAgentProtocol:
+		return nil, fmt.Errorf("call does not speak %s yet (see README's protocol table)", p)
 	}
-	return nil, fmt.Errorf("call does not speak %s yet (see README's protocol table)", p)
+	return newUpstream(upstream.Config{Name: "call", URL: raw, Protocol: p,
+		Timeouts: upstream.Timeouts{FirstByte: time.Minute}, AIP: upstream.AIPOptions{Mode: *aipMode}})
 }
 
 // endpointURL returns raw when it has a path, else raw with path appended.

@@ -136,8 +136,8 @@ func acceptList(a []string) string {
 // gateway is a configured bridge: its server and the upstream clients the
 // server's routes use.
 type gateway struct {
-	server    *downstream.Server
-	upstreams map[string]*upstream.AgentAPI
+	server *downstream.Server
+	agents map[string]translate.Agent // upstream clients by name
 }
 
 // newGateway builds upstream clients and the server from a valid config.
@@ -147,8 +147,8 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 		MaxAge:               cfg.Limits.ExchangeMaxAge,
 		MaxEventsPerExchange: cfg.Limits.MaxEventsPerExchange,
 	}, nil)
-	gw := &gateway{upstreams: map[string]*upstream.AgentAPI{}}
-	agents := map[string]translate.Agent{}
+	gw := &gateway{agents: map[string]translate.Agent{}}
+	agents := gw.agents
 	for _, u := range cfg.Upstreams {
 		uc := upstream.Config{
 			Name:     u.Name,
@@ -162,21 +162,17 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 			MaxConcurrent: u.MaxConcurrent,
 			MaxEventBytes: cfg.Limits.MaxEventBytes,
 			Headers:       u.Headers,
+			AIP: upstream.AIPOptions{Mode: u.AIP.Mode, AutoComplete: u.AIP.AutoComplete,
+				PollInterval: u.AIP.PollInterval, Paths: u.AIP.Paths, LeaderID: u.AIP.LeaderID},
 			OnBreakerChange: func(name, from, to string) {
 				log.Warn("breaker state changed", "upstream", name, "from", from, "to", to)
 			},
 		}
-		switch u.Protocol {
-		case translate.ProtoAgentAPI:
-			c, err := upstream.NewAgentAPI(uc)
-			if err != nil {
-				return nil, err
-			}
-			gw.upstreams[u.Name] = c
-			agents[u.Name] = c
-		default:
-			return nil, fmt.Errorf("upstream %q: the %s upstream client is not built yet (see README's protocol table)", u.Name, u.Protocol)
+		c, err := newUpstream(uc)
+		if err != nil {
+			return nil, err
 		}
+		agents[u.Name] = c
 	}
 	rt := &downstream.Routing{}
 	for _, r := range cfg.EffectiveRoutes() {
@@ -194,6 +190,17 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 		Logger:       log,
 	}, rt)
 	return gw, nil
+}
+
+// newUpstream returns the client for an upstream of any protocol.
+func newUpstream(cfg upstream.Config) (translate.Agent, error) {
+	switch cfg.Protocol {
+	case translate.ProtoAgentAPI:
+		return upstream.NewAgentAPI(cfg)
+	case translate.ProtoAIP:
+		return upstream.NewAIP(cfg)
+	}
+	return nil, fmt.Errorf("upstream %q: the %s upstream client is not built yet (see README's protocol table)", cfg.Name, cfg.Protocol)
 }
 
 // keepAliveOption maps the user's "0 disables" to the server's negative.
