@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/agentbridge/bridge/translate"
@@ -79,7 +80,7 @@ func appendStrField(dst []byte, k, v string) []byte {
 }
 
 // appendCompact appends valid JSON text without whitespace between tokens.
-func appendCompact[T string | []byte](dst []byte, raw T) []byte {
+func appendCompact[T ~string | ~[]byte](dst []byte, raw T) []byte {
 	inStr, esc := false, false
 	start := 0
 	for i := 0; i < len(raw); i++ {
@@ -107,14 +108,14 @@ func appendCompact[T string | []byte](dst []byte, raw T) []byte {
 }
 
 // isObject reports whether raw is a valid JSON object.
-func isObject[T string | []byte](raw T) bool {
+func isObject[T ~string | ~[]byte](raw T) bool {
 	b := []byte(raw)
 	return len(b) >= 2 && gjson.ValidBytes(b) && gjson.ParseBytes(b).IsObject()
 }
 
 // appendObject appends raw compacted when it is a valid JSON object, else
 // {}: values from another peer must not break a frame.
-func appendObject[T string | []byte](dst []byte, raw T) []byte {
+func appendObject[T ~string | ~[]byte](dst []byte, raw T) []byte {
 	if !isObject(raw) {
 		return append(dst, '{', '}')
 	}
@@ -167,7 +168,7 @@ func (x *extBuilder) ext() translate.Ext {
 func idString(v gjson.Result) string {
 	switch v.Type {
 	case gjson.String:
-		return v.Str
+		return strings.ToValidUTF8(v.Str, "\ufffd")
 	case gjson.Number:
 		return v.Raw
 	}
