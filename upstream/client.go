@@ -60,6 +60,8 @@ type Config struct {
 	Headers map[string]string
 	// AIP configures an AIP upstream; other protocols ignore it.
 	AIP AIPOptions
+	// AP configures an Agent Protocol upstream; other protocols ignore it.
+	AP APOptions
 	// OnBreakerChange, when not nil, is told of breaker state changes.
 	OnBreakerChange func(name string, from, to string)
 }
