@@ -47,6 +47,7 @@ type Server struct {
 	active  atomic.Int64 // exchanges streaming now
 	closing atomic.Bool
 	turns   turns // detached turns (AIP tasks, Agent Protocol requests)
+	aip     aipPartner
 }
 
 // New returns a server that routes with rt until SetRouting replaces it.
@@ -99,10 +100,12 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	s.aipCloseStreams()
 	err := s.srv.ShutdownWithContext(ctx)
 	if werr := s.waitTurns(ctx); err == nil {
 		err = werr
 	}
+	s.aipShutdown()
 	return err
 }
 
@@ -122,6 +125,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.serveAgentAPI(ctx, route)
 	case s.accepts(translate.ProtoAIP) && s.matchAIP(ctx, rest):
 		s.serveAIP(ctx, route, rest)
+	case s.accepts(translate.ProtoAgentProtocol) && s.matchAPv1(rest):
+		s.serveAPv1(ctx, route, rest)
+	case s.accepts(translate.ProtoAgentProtocol) && s.matchAP(ctx, rest):
+		s.serveAP(ctx, route, rest)
 	default:
 		writeJSONError(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no endpoint at "+string(path))
 	}
