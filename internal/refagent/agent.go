@@ -2,14 +2,13 @@ package refagent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentbridge/bridge/internal/ids"
 	"github.com/agentbridge/bridge/translate"
 )
 
@@ -65,7 +64,7 @@ func (a *Agent) Open(ctx context.Context, req *translate.Request) (translate.Str
 		return a.stream(ctx, text, evs), nil
 	}
 	if strings.Contains(text, "[tool]") {
-		callID := "call_" + randomHex(8)
+		callID := "call_" + ids.Hex(8)
 		add(&translate.Event{Kind: translate.KindToolCall, Done: true, Tool: &translate.Tool{
 			CallID: callID, Name: ToolName, Kind: translate.ToolPlugin, Arguments: ToolArguments}})
 		add(&translate.Event{Kind: translate.KindToolResult, Done: true, Tool: &translate.Tool{
@@ -77,7 +76,7 @@ func (a *Agent) Open(ctx context.Context, req *translate.Request) (translate.Str
 			Parts: []translate.Part{translate.TextPart(FailMessage)}})
 		return a.stream(ctx, text, evs), nil
 	}
-	msgID := "msg_" + uuid()
+	msgID := "msg_" + ids.UUID()
 	reply := "echo: " + text
 	add(&translate.Event{Kind: translate.KindMessageStart, MessageID: msgID,
 		Message: &translate.Message{ID: msgID, Role: translate.RoleAssistant}})
@@ -89,7 +88,7 @@ func (a *Agent) Open(ctx context.Context, req *translate.Request) (translate.Str
 		ID: msgID, Role: translate.RoleAssistant, Parts: []translate.Part{translate.TextPart(reply)}}})
 	if strings.Contains(text, "[file]") {
 		add(&translate.Event{Kind: translate.KindArtifact, Artifact: &translate.Artifact{
-			ID: "artifact_" + randomHex(8), Name: FileName, Last: true,
+			ID: "artifact_" + ids.Hex(8), Name: FileName, Last: true,
 			Parts: []translate.Part{{Kind: translate.PartFile, Name: FileName, MIME: FileMIME, URI: FileURI}}}})
 	}
 	add(&translate.Event{Kind: translate.KindUsage, Data: []byte(`{"input_tokens":` + strconv.Itoa(len(text)) + `,"output_tokens":` + strconv.Itoa(len(reply)) + `}`)})
@@ -186,20 +185,4 @@ func split3(s string) []string {
 	}
 	a, b := len(r)/3, 2*len(r)/3
 	return []string{string(r[:a]), string(r[a:b]), string(r[b:])}
-}
-
-// uuid returns a random version-4 UUID, the shape of the Agent API's ids.
-func uuid() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -1,6 +1,7 @@
 package agentapi
 
 import (
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -137,7 +138,7 @@ func appendPartFields(dst []byte, typ string, p *translate.Part) []byte {
 	switch typ {
 	case "text":
 		dst = append(dst, `,"text":`...)
-		dst = appendJSONString(dst, p.Text)
+		dst = jsonw.AppendString(dst, p.Text)
 	case "image":
 		dst = append(dst, `,"image_url":`...)
 		dst = appendURI(dst, p)
@@ -146,14 +147,14 @@ func appendPartFields(dst []byte, typ string, p *translate.Part) []byte {
 		dst = appendURI(dst, p)
 	case "refusal":
 		dst = append(dst, `,"refusal":`...)
-		dst = appendJSONString(dst, p.Text)
+		dst = jsonw.AppendString(dst, p.Text)
 	case "data":
 		dst = append(dst, `,"data":`...)
 		dst = appendRaw(dst, p.Data)
 	case "audio":
 		dst = append(dst, `,"data":`...)
 		if p.Bytes != "" {
-			dst = appendJSONString(dst, p.Bytes)
+			dst = jsonw.AppendString(dst, p.Bytes)
 		} else {
 			dst = appendStringOrNull(dst, p.URI)
 		}
@@ -182,7 +183,7 @@ func appendURI(dst []byte, p *translate.Part) []byte {
 	if mime == "" {
 		mime = "application/octet-stream"
 	}
-	return appendJSONString(dst, "data:"+mime+";base64,"+p.Bytes)
+	return jsonw.AppendString(dst, "data:"+mime+";base64,"+p.Bytes)
 }
 
 // partFieldKeys lists the type-specific keys written for each content type,
@@ -213,22 +214,22 @@ func partFieldKeys(typ string) keySet {
 func appendRequestContent(dst []byte, p *translate.Part) []byte {
 	typ := contentType(p)
 	dst = append(dst, `{"type":`...)
-	dst = appendJSONString(dst, typ)
+	dst = jsonw.AppendString(dst, typ)
 	str := func(key, v string) {
 		if v != "" {
 			dst = append(dst, ',')
-			dst = appendJSONString(dst, key)
+			dst = jsonw.AppendString(dst, key)
 			dst = append(dst, ':')
-			dst = appendJSONString(dst, v)
+			dst = jsonw.AppendString(dst, v)
 		}
 	}
 	switch typ {
 	case "text":
 		dst = append(dst, `,"text":`...)
-		dst = appendJSONString(dst, p.Text)
+		dst = jsonw.AppendString(dst, p.Text)
 	case "refusal":
 		dst = append(dst, `,"refusal":`...)
-		dst = appendJSONString(dst, p.Text)
+		dst = jsonw.AppendString(dst, p.Text)
 	case "image", "video":
 		if p.URI != "" || p.Bytes != "" {
 			dst = append(dst, ',', '"')

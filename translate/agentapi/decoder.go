@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/agentbridge/bridge/internal/ids"
 	"github.com/agentbridge/bridge/internal/sse"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
@@ -61,7 +62,7 @@ func NewDecoder(r io.Reader, opts DecoderOptions) *Decoder {
 	return &Decoder{
 		r:     sse.NewReader(r, opts.MaxEventSize),
 		msgs:  make(map[string]*decMsg),
-		newID: func() string { return "msg_" + newUUID() },
+		newID: func() string { return "msg_" + ids.UUID() },
 	}
 }
 

@@ -3,6 +3,8 @@ package agentapi
 import (
 	"time"
 
+	"github.com/agentbridge/bridge/internal/ids"
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/internal/sse"
 	"github.com/agentbridge/bridge/translate"
 )
@@ -83,11 +85,11 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 		session:   opts.SessionID,
 		createdAt: opts.CreatedAt,
 		now:       func() int64 { return time.Now().Unix() },
-		newID:     func() string { return "msg_" + newUUID() },
+		newID:     func() string { return "msg_" + ids.UUID() },
 		msgs:      make(map[string]*encMsg),
 	}
 	if e.respID == "" {
-		e.respID = "response_" + newUUID()
+		e.respID = "response_" + ids.UUID()
 	}
 	if e.createdAt == 0 {
 		e.createdAt = e.now()
@@ -272,7 +274,7 @@ func (e *Encoder) begin(object, status string) []byte {
 	b = append(b, `,"object":"`...)
 	b = append(b, object...)
 	b = append(b, `","status":`...)
-	return appendJSONString(b, status)
+	return jsonw.AppendString(b, status)
 }
 
 // emit frames the JSON in b and counts the frame.
@@ -288,15 +290,15 @@ func (e *Encoder) response(dst []byte, status string, err *translate.Error, fina
 	b = append(b, `,"error":`...)
 	if err != nil {
 		b = append(b, `{"code":`...)
-		b = appendJSONString(b, err.Code)
+		b = jsonw.AppendString(b, err.Code)
 		b = append(b, `,"message":`...)
-		b = appendJSONString(b, err.Message)
+		b = jsonw.AppendString(b, err.Message)
 		b = append(b, '}')
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, e.respID)
+	b = jsonw.AppendString(b, e.respID)
 	b = append(b, `,"created_at":`...)
 	b = appendInt(b, e.createdAt)
 	b = append(b, `,"completed_at":`...)
@@ -364,11 +366,11 @@ func (e *Encoder) appendMessage(b []byte, m *encMsg, contentStatus string) []byt
 	b = append(b, `,"error":`...)
 	b = appendExtOrNull(b, m.ext, "error")
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, m.id)
+	b = jsonw.AppendString(b, m.id)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, m.typ)
+	b = jsonw.AppendString(b, m.typ)
 	b = append(b, `,"role":`...)
-	b = appendJSONString(b, m.role)
+	b = jsonw.AppendString(b, m.role)
 	b = append(b, `,"content":`...)
 	if contentStatus != "" {
 		b = append(b, '[')
@@ -383,7 +385,7 @@ func (e *Encoder) appendMessage(b []byte, m *encMsg, contentStatus string) []byt
 			}
 			n++
 			b = append(b, `{"sequence_number":null,"object":"content","status":`...)
-			b = appendJSONString(b, contentStatus)
+			b = jsonw.AppendString(b, contentStatus)
 			b = appendContent(b, m, s, false)
 		}
 		b = append(b, ']')
@@ -415,7 +417,7 @@ func appendContentPart(b []byte, msgID string, index int, p *translate.Part, del
 	b = append(b, `,"error":`...)
 	b = appendExtOrNull(b, ext, "error")
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, typ)
+	b = jsonw.AppendString(b, typ)
 	b = append(b, `,"index":`...)
 	b = appendInt(b, int64(index))
 	if delta {
@@ -423,7 +425,7 @@ func appendContentPart(b []byte, msgID string, index int, p *translate.Part, del
 	} else {
 		b = append(b, `,"delta":false,"msg_id":`...)
 	}
-	b = appendJSONString(b, msgID)
+	b = jsonw.AppendString(b, msgID)
 	b = appendPartFields(b, typ, p)
 	b = appendExt(b, ext, contentKeys, partFieldKeys(typ))
 	return append(b, '}')
@@ -650,19 +652,19 @@ func (e *Encoder) tool(dst []byte, ev *translate.Event) []byte {
 		m.callID = t.CallID
 	}
 	b := append(e.scratch[:0], `{"call_id":`...)
-	b = appendJSONString(b, t.CallID)
+	b = jsonw.AppendString(b, t.CallID)
 	b = append(b, `,"name":`...)
-	b = appendJSONString(b, t.Name)
+	b = jsonw.AppendString(b, t.Name)
 	if result {
 		b = append(b, `,"output":`...)
-		b = appendJSONString(b, t.Output)
+		b = jsonw.AppendString(b, t.Output)
 	} else {
 		b = append(b, `,"arguments":`...)
-		b = appendJSONString(b, t.Arguments)
+		b = jsonw.AppendString(b, t.Arguments)
 	}
 	if kind == translate.ToolMCP && (!result || t.Server != "") {
 		b = append(b, `,"server_label":`...)
-		b = appendJSONString(b, t.Server)
+		b = jsonw.AppendString(b, t.Server)
 	}
 	b = append(b, '}')
 	e.scratch = b

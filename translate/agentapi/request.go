@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -176,16 +177,16 @@ func EncodeRequest(dst []byte, req *translate.Request) []byte {
 	dst = append(dst, ']')
 	if req.Session != "" {
 		dst = append(dst, `,"session_id":`...)
-		dst = appendJSONString(dst, req.Session)
+		dst = jsonw.AppendString(dst, req.Session)
 	}
 	if req.User != "" {
 		dst = append(dst, `,"user_id":`...)
-		dst = appendJSONString(dst, req.User)
+		dst = jsonw.AppendString(dst, req.User)
 	}
 	dst = append(dst, `,"stream":true`...)
 	if req.ID != "" {
 		dst = append(dst, `,"id":`...)
-		dst = appendJSONString(dst, req.ID)
+		dst = jsonw.AppendString(dst, req.ID)
 	}
 	dst = appendExt(dst, validObject(req.Ext.For(translate.ProtoAgentAPI)), requestKeys, nil)
 	return append(dst, '}')
@@ -195,12 +196,12 @@ func appendInputMessage(dst []byte, m *translate.Message) []byte {
 	dst = append(dst, '{')
 	if m.ID != "" {
 		dst = append(dst, `"id":`...)
-		dst = appendJSONString(dst, m.ID)
+		dst = jsonw.AppendString(dst, m.ID)
 		dst = append(dst, ',')
 	}
 	if m.Role != "" {
 		dst = append(dst, `"role":`...)
-		dst = appendJSONString(dst, string(m.Role))
+		dst = jsonw.AppendString(dst, string(m.Role))
 		dst = append(dst, ',')
 	}
 	typ := m.Type
@@ -208,7 +209,7 @@ func appendInputMessage(dst []byte, m *translate.Message) []byte {
 		typ = "message"
 	}
 	dst = append(dst, `"type":`...)
-	dst = appendJSONString(dst, typ)
+	dst = jsonw.AppendString(dst, typ)
 	dst = append(dst, `,"content":[`...)
 	for i := range m.Parts {
 		if i > 0 {
@@ -226,8 +227,8 @@ func appendInputMessage(dst []byte, m *translate.Message) []byte {
 // {"error":{"code":"...","message":"..."}}.
 func AppendHTTPError(dst []byte, code, message string) []byte {
 	dst = append(dst, `{"error":{"code":`...)
-	dst = appendJSONString(dst, code)
+	dst = jsonw.AppendString(dst, code)
 	dst = append(dst, `,"message":`...)
-	dst = appendJSONString(dst, message)
+	dst = jsonw.AppendString(dst, message)
 	return append(dst, '}', '}')
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentbridge/bridge/internal/ids"
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/internal/sse"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
@@ -53,7 +55,7 @@ const maxOpenCalls = 256
 func NewEventDecoder(opts DecoderOptions) *EventDecoder {
 	return &EventDecoder{
 		dialect: opts.Dialect,
-		newID:   func(prefix string) string { return prefix + newUUID() },
+		newID:   func(prefix string) string { return prefix + ids.UUID() },
 	}
 }
 
@@ -135,7 +137,7 @@ func (d *EventDecoder) Decode(dst []*translate.Event, obj []byte) ([]*translate.
 			dst = d.working(dst)
 			var ev *translate.Event
 			dst, ev = d.emit(dst, translate.KindUsage)
-			ev.Data = appendCompact(nil, u.Raw)
+			ev.Data = jsonw.AppendCompact(nil, u.Raw)
 		}
 	case TypeRequestCompleted, TypeRunCompleted, TypeOperationComplete:
 		var err *translate.Error
@@ -191,7 +193,7 @@ func (d *EventDecoder) agentic(dst []*translate.Event, typ string, root, p gjson
 			dst = d.working(dst)
 			var ev *translate.Event
 			dst, ev = d.emit(dst, translate.KindUsage)
-			ev.Data = appendCompact(nil, u.Raw)
+			ev.Data = jsonw.AppendCompact(nil, u.Raw)
 		}
 	case AgenticWaitForInput:
 		if top {
@@ -233,7 +235,7 @@ func textOf(v gjson.Result) string {
 	case gjson.Null:
 		return ""
 	case gjson.JSON:
-		return string(appendCompact(nil, v.Raw))
+		return string(jsonw.AppendCompact(nil, v.Raw))
 	}
 	return v.Raw
 }
@@ -330,7 +332,7 @@ func (d *EventDecoder) toolCall(dst []*translate.Event, callID, name string, arg
 	var a string
 	switch {
 	case args.IsObject() || args.IsArray():
-		a = string(appendCompact(nil, args.Raw))
+		a = string(jsonw.AppendCompact(nil, args.Raw))
 	case args.Type == gjson.String:
 		a = args.Str
 	case args.Exists() && args.Type != gjson.Null:
@@ -413,7 +415,7 @@ func keyParts(keys gjson.Result) []translate.Part {
 	if len(texts) > 0 {
 		ps = append(ps, translate.TextPart(strings.Join(texts, "\n")))
 	}
-	return append(ps, translate.Part{Kind: translate.PartData, Data: appendCompact(nil, keys.Raw)})
+	return append(ps, translate.Part{Kind: translate.PartData, Data: jsonw.AppendCompact(nil, keys.Raw)})
 }
 
 func (d *EventDecoder) waitForInput(dst []*translate.Event, keys gjson.Result) []*translate.Event {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -196,13 +197,13 @@ func AppendAgentList(dst []byte, agents []AgentRef, d Dialect) []byte {
 			dst = append(dst, ',')
 		}
 		if d == DialectAgentic {
-			dst = appendString(dst, a.Path)
+			dst = jsonw.AppendString(dst, a.Path)
 			continue
 		}
 		dst = append(dst, '[')
-		dst = appendString(dst, a.Name)
+		dst = jsonw.AppendString(dst, a.Name)
 		dst = append(dst, ',')
-		dst = appendString(dst, a.Path)
+		dst = jsonw.AppendString(dst, a.Path)
 		dst = append(dst, ']')
 	}
 	return append(dst, ']')

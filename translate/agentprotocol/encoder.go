@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/internal/sse"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
@@ -217,7 +218,7 @@ func (e *Encoder) state(dst []byte, ev *translate.Event, id uint64) []byte {
 func (e *Encoder) begin(dst []byte, id uint64, typ, role string) []byte {
 	if e.agentic {
 		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, typ)
+		dst = jsonw.AppendString(dst, typ)
 		dst = appendStrField(dst, "agent", e.opts.Agent)
 		return append(dst, `,"depth":0`...)
 	}
@@ -267,7 +268,7 @@ func (e *Encoder) end(dst []byte, id uint64, reason FinishReason, err *translate
 		}
 		dst = e.begin(dst, id, AgenticTurnEnd, "")
 		dst = append(dst, `,"payload":{"messages":[{"role":"assistant","content":`...)
-		dst = appendString(dst, string(e.reply))
+		dst = jsonw.AppendString(dst, string(e.reply))
 		dst = append(dst, '}', ']')
 		if err != nil {
 			dst = appendErr(dst, err)
@@ -383,7 +384,7 @@ func (e *Encoder) text(dst []byte, id uint64, c textClass, text string) []byte {
 		}
 		dst = e.begin(dst, id, AgenticChatOutput, "")
 		dst = append(dst, `,"payload":{"content":`...)
-		dst = appendString(dst, text)
+		dst = jsonw.AppendString(dst, text)
 		return endObject(append(dst, `,"role":"assistant"}`...))
 	}
 	if c == textTool {
@@ -491,7 +492,7 @@ func (e *Encoder) writeTool(dst []byte, id uint64, k translate.Kind, t *translat
 		if e.agentic {
 			dst = e.begin(dst, id, AgenticToolCall, "")
 			dst = append(dst, `,"payload":{"name":`...)
-			dst = appendString(dst, name)
+			dst = jsonw.AppendString(dst, name)
 			dst = appendKey(dst, "arguments")
 			dst = appendArgs(dst, t.Arguments)
 			dst = appendStrField(dst, "tool_call_id", t.CallID)
@@ -513,14 +514,14 @@ func (e *Encoder) writeTool(dst []byte, id uint64, k translate.Kind, t *translat
 	case e.agentic && t.IsError:
 		dst = e.begin(dst, id, AgenticToolError, "")
 		dst = append(dst, `,"payload":{"name":`...)
-		dst = appendString(dst, name)
+		dst = jsonw.AppendString(dst, name)
 		dst = appendStrField(dst, "error", t.Output)
 		dst = appendStrField(dst, "tool_call_id", t.CallID)
 		return endObject(append(dst, '}'))
 	case e.agentic:
 		dst = e.begin(dst, id, AgenticToolResult, "")
 		dst = append(dst, `,"payload":{"name":`...)
-		dst = appendString(dst, name)
+		dst = jsonw.AppendString(dst, name)
 		dst = appendStrField(dst, "result", t.Output)
 		dst = append(dst, `,"is_log":false`...)
 		dst = appendStrField(dst, "tool_call_id", t.CallID)
@@ -550,7 +551,7 @@ func appendArgs(dst []byte, args string) []byte {
 	case strings.TrimSpace(args) == "":
 		return append(dst, '{', '}')
 	case isObject(args):
-		return appendCompact(dst, args)
+		return jsonw.AppendCompact(dst, args)
 	}
 	return append(appendStrField(append(dst, '{'), "arguments", args), '}')
 }
@@ -633,10 +634,10 @@ func locate(a *translate.Artifact) (url, mime, name string) {
 func inputKeys(ps []translate.Part) []byte {
 	for i := range ps {
 		if ps[i].Kind == translate.PartData && isObject(ps[i].Data) {
-			return appendCompact(nil, ps[i].Data)
+			return jsonw.AppendCompact(nil, ps[i].Data)
 		}
 	}
-	return append(appendString([]byte(`{"input":`), translate.PartsText(ps)), '}')
+	return append(jsonw.AppendString([]byte(`{"input":`), translate.PartsText(ps)), '}')
 }
 
 func (e *Encoder) waitForInput(dst []byte, id uint64, keys []byte) []byte {
@@ -655,11 +656,11 @@ func (e *Encoder) usage(dst []byte, data []byte, id uint64) []byte {
 	if e.agentic {
 		dst = e.begin(dst, id, AgenticCompletionEnd, "")
 		dst = append(dst, `,"payload":{"usage":`...)
-		return endObject(append(appendCompact(dst, data), '}'))
+		return endObject(append(jsonw.AppendCompact(dst, data), '}'))
 	}
 	dst = e.begin(dst, id, TypeCompletionResult, "assistant")
 	dst = appendKey(dst, "usage")
-	return endObject(appendCompact(dst, data))
+	return endObject(jsonw.AppendCompact(dst, data))
 }
 
 // EncodeSSE is Encode followed by AppendSSE.
@@ -730,7 +731,7 @@ func EventID(obj []byte) uint64 { return gjson.GetBytes(obj, "id").Uint() }
 // code.
 func AppendHTTPError(dst []byte, code, message string) []byte {
 	dst = append(dst, `{"detail":`...)
-	dst = appendString(dst, message)
+	dst = jsonw.AppendString(dst, message)
 	if code != "" {
 		dst = appendStrField(dst, "code", code)
 	}

@@ -1,17 +1,14 @@
 package agentprotocol
 
 import (
-	"crypto/rand"
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
 )
-
-const hex = "0123456789abcdef"
 
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{translate.ErrBadRequest}, args...)...)
@@ -19,50 +16,6 @@ func badRequest(format string, args ...any) error {
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: agentprotocol: "+format, append([]any{translate.ErrMalformed}, args...)...)
-}
-
-// appendString appends s as a JSON string: raw UTF-8, no HTML escaping,
-// control characters escaped (so an object never spans lines), invalid
-// UTF-8 replaced by U+FFFD.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\ufffd"...)
-			i++
-			start = i
-			continue
-		}
-		i += n
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // appendKey appends ,"k": (or "k": right after an opening brace).
@@ -76,35 +29,7 @@ func appendKey(dst []byte, k string) []byte {
 }
 
 func appendStrField(dst []byte, k, v string) []byte {
-	return appendString(appendKey(dst, k), v)
-}
-
-// appendCompact appends valid JSON text without whitespace between tokens.
-func appendCompact[T ~string | ~[]byte](dst []byte, raw T) []byte {
-	inStr, esc := false, false
-	start := 0
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-		case ' ', '\t', '\n', '\r':
-			dst = append(dst, raw[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(dst, raw[start:]...)
+	return jsonw.AppendString(appendKey(dst, k), v)
 }
 
 // isObject reports whether raw is a valid JSON object.
@@ -119,7 +44,7 @@ func appendObject[T ~string | ~[]byte](dst []byte, raw T) []byte {
 	if !isObject(raw) {
 		return append(dst, '{', '}')
 	}
-	return appendCompact(dst, raw)
+	return jsonw.AppendCompact(dst, raw)
 }
 
 // appendExt splices the members of the JSON object ext into the object
@@ -133,9 +58,9 @@ func appendExt(dst []byte, ext []byte, skip func(string) bool) []byte {
 			if n := len(dst); n > 0 && dst[n-1] != '{' {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, k.Str)
+			dst = jsonw.AppendString(dst, k.Str)
 			dst = append(dst, ':')
-			dst = appendCompact(dst, v.Raw)
+			dst = jsonw.AppendCompact(dst, v.Raw)
 		}
 		return true
 	})
@@ -151,9 +76,9 @@ func (x *extBuilder) add(k, v gjson.Result) {
 	} else {
 		x.b = append(x.b, ',')
 	}
-	x.b = appendString(x.b, k.Str)
+	x.b = jsonw.AppendString(x.b, k.Str)
 	x.b = append(x.b, ':')
-	x.b = appendCompact(x.b, v.Raw)
+	x.b = jsonw.AppendCompact(x.b, v.Raw)
 }
 
 func (x *extBuilder) ext() translate.Ext {
@@ -173,21 +98,6 @@ func idString(v gjson.Result) string {
 		return v.Raw
 	}
 	return ""
-}
-
-func newUUID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	b := make([]byte, 0, 36)
-	for i, c := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b = append(b, '-')
-		}
-		b = append(b, hex[c>>4], hex[c&0xf])
-	}
-	return string(b)
 }
 
 func appendUint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }

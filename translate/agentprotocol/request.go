@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -109,7 +110,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 				err = badRequest("both request_keys and continue_result given")
 				return false
 			}
-			p.Kind, p.Keys = KindResume, appendCompact(nil, v.Raw)
+			p.Kind, p.Keys = KindResume, jsonw.AppendCompact(nil, v.Raw)
 			kinds = append(kinds, k.Str)
 			agentic = agentic || k.Str == "continue_result"
 		case "args":
@@ -117,7 +118,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 				err = badRequest("args: must be an object")
 				return false
 			}
-			p.Kind, p.Args = KindConfigure, appendCompact(nil, v.Raw)
+			p.Kind, p.Args = KindConfigure, jsonw.AppendCompact(nil, v.Raw)
 			kinds = append(kinds, k.Str)
 		case "request_id", "run_id", "thread_id":
 			if v.Type != gjson.String && v.Type != gjson.Number {
@@ -288,15 +289,15 @@ func requestKeysOf(m *translate.Message) []byte {
 	}
 	if raw := m.Ext.For(translate.ProtoAgentProtocol); raw != nil {
 		if k := gjson.GetBytes(raw, "request_keys"); k.IsObject() {
-			return appendCompact(nil, k.Raw)
+			return jsonw.AppendCompact(nil, k.Raw)
 		}
 	}
 	for i := range m.Parts {
 		if p := &m.Parts[i]; p.Kind == translate.PartData && isObject(p.Data) {
-			return appendCompact(nil, p.Data)
+			return jsonw.AppendCompact(nil, p.Data)
 		}
 	}
-	return append(appendString(append([]byte(nil), `{"input":`...), m.Text()), '}')
+	return append(jsonw.AppendString(append([]byte(nil), `{"input":`...), m.Text()), '}')
 }
 
 // EncodeRequest writes the body a dialect d agent expects for req (client

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 )
 
@@ -209,7 +210,7 @@ func ToolItem(t *translate.Tool, result bool) DataItem {
 	} else if t.Arguments != "" {
 		if json.Valid([]byte(t.Arguments)) {
 			in.key("arguments")
-			in.b = appendCompact(in.b, t.Arguments)
+			in.b = jsonw.AppendCompact(in.b, t.Arguments)
 		} else {
 			in.str("arguments", t.Arguments)
 		}
@@ -281,7 +282,7 @@ func MessageToCanonical(m *Message) translate.Message {
 			if i > 0 {
 				e.b = append(e.b, ',')
 			}
-			e.b = appendString(e.b, s)
+			e.b = jsonw.AppendString(e.b, s)
 		}
 		e.b = append(e.b, ']')
 	}

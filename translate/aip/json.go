@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
 )
 
@@ -63,7 +63,7 @@ func members(v gjson.Result, extra *json.RawMessage, fn func(key string, val gjs
 			}
 			ex = append(ex, k.Raw...)
 			ex = append(ex, ':')
-			ex = appendCompact(ex, val.Raw)
+			ex = jsonw.AppendCompact(ex, val.Raw)
 		}
 		return true
 	})
@@ -81,31 +81,9 @@ func members(v gjson.Result, extra *json.RawMessage, fn func(key string, val gjs
 	return nil
 }
 
-// appendCompact appends the JSON text raw without insignificant whitespace.
-func appendCompact(dst []byte, raw string) []byte {
-	if !needsCompact(raw) {
-		return append(dst, raw...)
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, []byte(raw)); err != nil {
-		return append(dst, raw...)
-	}
-	return append(dst, buf.Bytes()...)
-}
-
-func needsCompact(raw string) bool {
-	for i := 0; i < len(raw); i++ {
-		switch raw[i] {
-		case ' ', '\t', '\n', '\r':
-			return true
-		}
-	}
-	return false
-}
-
 // rawValue returns a compact private copy of a JSON value.
 func rawValue(v gjson.Result) json.RawMessage {
-	return appendCompact(make([]byte, 0, len(v.Raw)), v.Raw)
+	return jsonw.AppendCompact(make([]byte, 0, len(v.Raw)), v.Raw)
 }
 
 func wantString(key string, v gjson.Result) (string, error) {
@@ -238,7 +216,7 @@ func (e *enc) key(k string) {
 
 func (e *enc) str(k, v string) {
 	e.key(k)
-	e.b = appendString(e.b, v)
+	e.b = jsonw.AppendString(e.b, v)
 }
 
 // strOpt writes a string member unless it is empty.
@@ -293,59 +271,6 @@ func (e *enc) extra(x json.RawMessage) {
 }
 
 func (e *enc) done() []byte { return append(e.b, '}') }
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string: quotes, backslashes and control
-// characters escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029
-// escaped as encoding/json does. HTML characters are not escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
 
 // marshalVia adapts an appender to json.Marshaler.
 func marshalVia(appendJSON func([]byte) []byte) ([]byte, error) {

@@ -3,6 +3,7 @@ package aip
 import (
 	"encoding/json"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/tidwall/gjson"
 )
 
@@ -178,7 +179,7 @@ func (p *NotificationStartParams) AppendJSON(dst []byte) []byte {
 			if i > 0 {
 				e.b = append(e.b, ',')
 			}
-			e.b = appendString(e.b, string(s))
+			e.b = jsonw.AppendString(e.b, string(s))
 		}
 		e.b = append(e.b, ']')
 	}

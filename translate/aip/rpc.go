@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/tidwall/gjson"
 )
 
@@ -132,7 +133,7 @@ type Error struct {
 func NewError(code int, detail string) *Error {
 	e := &Error{Code: code, Message: ErrorMessage(code)}
 	if detail != "" {
-		e.Data = appendString([]byte(`{"details":`), detail)
+		e.Data = jsonw.AppendString([]byte(`{"details":`), detail)
 		e.Data = append(e.Data, '}')
 	}
 	return e

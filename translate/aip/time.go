@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/agentbridge/bridge/internal/jsonw"
 )
 
 // TimeLayout is how the package writes timestamps: RFC 3339 with
@@ -144,7 +146,7 @@ func (ts Timestamp) Equal(u Timestamp) bool { return ts.t.Equal(u.t) }
 
 func (ts Timestamp) appendJSON(dst []byte) []byte {
 	if ts.raw != "" {
-		return appendString(dst, ts.raw)
+		return jsonw.AppendString(dst, ts.raw)
 	}
 	if ts.t.IsZero() {
 		return append(dst, "null"...)

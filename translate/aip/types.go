@@ -3,6 +3,7 @@ package aip
 import (
 	"encoding/json"
 
+	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/tidwall/gjson"
 )
 
@@ -326,7 +327,7 @@ func (m *Message) AppendJSON(dst []byte) []byte {
 			if i > 0 {
 				e.b = append(e.b, ',')
 			}
-			e.b = appendString(e.b, s)
+			e.b = jsonw.AppendString(e.b, s)
 		}
 		e.b = append(e.b, ']')
 	}
