@@ -104,7 +104,6 @@ func (s *agentAPIStream) Next() (*translate.Event, error) {
 		return ev, nil
 	}
 	if errors.Is(err, io.EOF) {
-		s.resp.eof = true
 		var outcome error
 		if !s.settled {
 			outcome = &Error{Code: translate.CodeStreamIncomplete, Err: errors.New("stream ended before a terminal response")}

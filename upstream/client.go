@@ -161,6 +161,7 @@ func (c *client) acquire() (release func(error), err error) {
 // request is one HTTP call's inputs.
 type request struct {
 	path        string // overrides the configured URL's path when set
+	query       string // the raw query (without "?"), when set
 	body        []byte
 	contentType string
 	accept      string
@@ -178,10 +179,35 @@ type response struct {
 	resp    *fasthttp.Response
 	Status  int
 	Stream  io.Reader
+	body    *eofReader
+	wc      *watchedConn
 	unbind  func()
 	release func(error)
-	eof     bool
+	eof     bool // the body was read to its end (set by readers of Body)
 }
+
+// eofReader notes when the body it wraps has been read to its end: only
+// then may the connection carry another request.
+type eofReader struct {
+	r   io.Reader
+	eof bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.eof = true
+	}
+	return n, err
+}
+
+// Bounds of the drain that lets a connection be reused after a decoder
+// stopped at its protocol's last event, before the body's own end (the
+// chunked terminator, say).
+const (
+	drainBytes = 64 << 10
+	drainWait  = 50 * time.Millisecond
+)
 
 // do sends req and returns once the response header has arrived. With
 // stream set the body streams; otherwise it is read whole (bounded) before
@@ -201,6 +227,9 @@ func (c *client) do(ctx context.Context, r request, stream bool) (*response, err
 	u := *c.url
 	if r.path != "" {
 		u.Path = r.path
+	}
+	if r.query != "" {
+		u.RawQuery = r.query
 	}
 	freq.SetRequestURI(u.String())
 	freq.Header.SetMethod(fasthttp.MethodPost)
@@ -246,7 +275,11 @@ func (c *client) do(ctx context.Context, r request, stream bool) (*response, err
 		release(e)
 		return nil, e
 	}
-	out := &response{c: c, resp: resp, Status: resp.StatusCode(), Stream: resp.BodyStream(), release: release}
+	out := &response{c: c, resp: resp, Status: resp.StatusCode(), release: release}
+	if bs := resp.BodyStream(); bs != nil {
+		out.body = &eofReader{r: bs}
+		out.Stream = out.body
+	}
 	if out.Status < 200 || out.Status > 299 {
 		body, _ := out.readAll(c.cfg.MaxBodyBytes)
 		e := statusError(out.Status, resp, body)
@@ -257,6 +290,7 @@ func (c *client) do(ctx context.Context, r request, stream bool) (*response, err
 		return nil, e
 	}
 	if wc := c.dialer.lookup(resp.LocalAddr()); wc != nil && stream {
+		out.wc = wc
 		out.unbind = wc.bind(ctx, c.cfg.Timeouts.Idle)
 	}
 	return out, nil
@@ -293,10 +327,16 @@ func (r *response) finish(outcome error) {
 	if r.resp == nil {
 		return
 	}
+	eof := r.eof || r.body != nil && r.body.eof
+	if !eof && outcome == nil && r.body != nil && r.wc != nil {
+		r.wc.idle.Store(int64(drainWait))
+		_, _ = io.CopyN(io.Discard, r.body, drainBytes)
+		eof = r.body.eof
+	}
 	if r.unbind != nil {
 		r.unbind()
 	}
-	if !r.eof || outcome != nil {
+	if !eof || outcome != nil {
 		r.resp.SetConnectionClose() // unread bytes or a broken stream: never reuse
 	}
 	_ = r.resp.CloseBodyStream()

@@ -133,3 +133,41 @@ func TestStalePooledConnectionIsResentOnce(t *testing.T) {
 		t.Fatalf("only %d connections: the test did not exercise a stale one", accepted.Load())
 	}
 }
+
+// TestConnectionReusedAfterTerminalEvent: the decoder stops at the terminal
+// response, before the chunked body's end; the connection must still be
+// reusable (drained), and never handed on with unread bytes.
+func TestConnectionReusedAfterTerminalEvent(t *testing.T) {
+	var conns atomic.Int32
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"object":"response","status":"created","id":"r"}`+"\n\n")
+		w.(http.Flusher).Flush()
+		fmt.Fprint(w, `data: {"object":"response","status":"completed","id":"r"}`+"\n\n")
+	}), ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go hs.Serve(ln)
+	defer hs.Close()
+	a, err := NewAgentAPI(Config{Name: "u", URL: "http://" + ln.Addr().String() + "/process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		s, err := a.Open(context.Background(), &translate.Request{Session: "s",
+			Input: []translate.Message{{Role: translate.RoleUser, Parts: []translate.Part{translate.TextPart("hi")}}}})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		evs, err := translate.Collect(s)
+		if err != nil || !evs[len(evs)-1].Terminal() || evs[len(evs)-1].State != translate.StateCompleted {
+			t.Fatalf("call %d: %v %v", i, evs, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 5 sequential calls, want 1 reused", n)
+	}
+}
