@@ -23,10 +23,40 @@ type Config struct {
 	// Accept lists the protocols served there; empty means all.
 	Accept []string `yaml:"accept"`
 	// AgentAPIPath is the Agent API endpoint path (default /process).
-	AgentAPIPath string     `yaml:"agentapi_path"`
-	Limits       Limits     `yaml:"limits"`
-	Upstreams    []Upstream `yaml:"upstreams"`
-	Routes       []Route    `yaml:"routes"`
+	AgentAPIPath string `yaml:"agentapi_path"`
+	// AIP configures the AIP Partner endpoints of the listener.
+	AIP       AIPPartner `yaml:"aip"`
+	Limits    Limits     `yaml:"limits"`
+	Upstreams []Upstream `yaml:"upstreams"`
+	Routes    []Route    `yaml:"routes"`
+}
+
+// AIPPartner describes the agent the bridge fronts to AIP Leaders.
+type AIPPartner struct {
+	// Prefix is put before /rpc, /stream and /notification/... (e.g.
+	// /acps-aip-v1).
+	Prefix      string `yaml:"prefix"`
+	AIC         string `yaml:"aic"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	Version     string `yaml:"version"`
+	Skills      []struct {
+		ID          string   `yaml:"id"`
+		Name        string   `yaml:"name"`
+		Description string   `yaml:"description"`
+		Tags        []string `yaml:"tags"`
+		Examples    []string `yaml:"examples"`
+	} `yaml:"skills"`
+	// Notifications turns notification/* on (default true).
+	Notifications *bool `yaml:"notifications"`
+	// CompleteDirectly completes a task when the agent finishes, instead
+	// of waiting in awaiting-completion for the Leader's complete.
+	CompleteDirectly bool          `yaml:"complete_directly"`
+	ResponseTimeout  time.Duration `yaml:"response_timeout"`
+	// AwaitingInputTimeout and AwaitingCompletionTimeout apply when a
+	// start names none.
+	AwaitingInputTimeout      time.Duration `yaml:"awaiting_input_timeout"`
+	AwaitingCompletionTimeout time.Duration `yaml:"awaiting_completion_timeout"`
 }
 
 // Limits bound what one client or exchange can make the bridge hold.
@@ -152,6 +182,9 @@ func (c *Config) Validate() error {
 			bad("accept[%d]: %v", i, err)
 		}
 		c.Accept[i] = n
+	}
+	if c.AIP.Prefix != "" && !strings.HasPrefix(c.AIP.Prefix, "/") {
+		bad("aip.prefix: %q must start with /", c.AIP.Prefix)
 	}
 	if c.AgentAPIPath != "" && !strings.HasPrefix(c.AgentAPIPath, "/") {
 		bad("agentapi_path: %q must start with /", c.AgentAPIPath)

@@ -54,6 +54,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	upProto := fs.String("upstream-protocol", translate.ProtoAgentAPI, "protocol the upstream agent speaks")
 	upName := fs.String("upstream-name", "upstream", "name of the --upstream agent in logs and metrics")
 	apiPath := fs.String("agentapi-path", "/process", "path of the Agent API endpoint on the listener")
+	aipPrefix := fs.String("aip-prefix", "", "path prefix of the AIP endpoints (/rpc, /stream, /notification/...), e.g. /acps-aip-v1")
 	maxBody := fs.Int("max-body", 4<<20, "largest request body accepted, in bytes (larger gets HTTP 413)")
 	keepAlive := fs.Duration("keepalive", 15*time.Second, "interval of SSE keep-alive comments on quiet streams (0 disables)")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long open streams may take to finish")
@@ -85,6 +86,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if cfg.AgentAPIPath == "" || fs.Changed("agentapi-path") {
 		cfg.AgentAPIPath = *apiPath
+	}
+	if fs.Changed("aip-prefix") {
+		cfg.AIP.Prefix = *aipPrefix
 	}
 	if cfg.Limits.MaxBodyBytes == 0 || fs.Changed("max-body") {
 		cfg.Limits.MaxBodyBytes = *maxBody
@@ -184,12 +188,30 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 	gw.server = downstream.New(downstream.Options{
 		Accept:       cfg.Accept,
 		AgentAPIPath: cfg.AgentAPIPath,
+		AIP:          aipPartnerOptions(cfg.AIP),
 		MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		KeepAlive:    keepAliveOption(cfg.Limits.KeepAlive),
 		Store:        st,
 		Logger:       log,
 	}, rt)
 	return gw, nil
+}
+
+// aipPartnerOptions maps the config's AIP section to the server's options.
+func aipPartnerOptions(c mapping.AIPPartner) downstream.AIPOptions {
+	o := downstream.AIPOptions{
+		Prefix: c.Prefix, AIC: c.AIC, Name: c.Name, Description: c.Description, Version: c.Version,
+		DisableNotifications:      c.Notifications != nil && !*c.Notifications,
+		CompleteDirectly:          c.CompleteDirectly,
+		ResponseTimeout:           c.ResponseTimeout,
+		AwaitingInputTimeout:      c.AwaitingInputTimeout,
+		AwaitingCompletionTimeout: c.AwaitingCompletionTimeout,
+	}
+	for _, sk := range c.Skills {
+		o.Skills = append(o.Skills, downstream.ACSSkill{ID: sk.ID, Name: sk.Name, Description: sk.Description,
+			Tags: sk.Tags, Examples: sk.Examples})
+	}
+	return o
 }
 
 // newUpstream returns the client for an upstream of any protocol.
