@@ -76,7 +76,7 @@ func TestDemoAndCall(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, &out, &errOut)
+		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--aip-agent-listen", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	re := regexp.MustCompile(`call --protocol agentapi --url (http://[0-9.:]+) `)
 	var base string
@@ -94,6 +94,18 @@ func TestDemoAndCall(t *testing.T) {
 	code, got, e := runCmd(t, "call", "--protocol", "agentapi", "--url", base, "hello [tool]")
 	if code != 0 || !strings.Contains(got, "echo: hello [tool]") || !strings.Contains(got, "[tool call] get_weather") {
 		t.Fatalf("call: %d\n%s\n%s", code, got, e)
+	}
+	// AIP Leader → bridge → Agent API agent, and → AIP agent.
+	for _, url := range []string{base, base + "/to-aip"} {
+		code, got, e = runCmd(t, "call", "--protocol", "aip", "--url", url, "hi [file]")
+		if code != 0 || !strings.Contains(got, "echo: hi [file]") || !strings.Contains(got, "report.txt") {
+			t.Fatalf("call --protocol aip --url %s: %d\n%s\n%s", url, code, got, e)
+		}
+	}
+	// Agent API client → bridge → AIP agent.
+	code, got, e = runCmd(t, "call", "--url", base+"/to-aip/process", "hello")
+	if code != 0 || !strings.Contains(got, "echo: hello") {
+		t.Fatalf("agentapi to aip: %d\n%s\n%s", code, got, e)
 	}
 	code, _, e = runCmd(t, "call", "--url", base, "x [fail]")
 	if code != 1 || !strings.Contains(e, "AGENT_FAILED") {
