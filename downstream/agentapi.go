@@ -46,6 +46,7 @@ func (s *Server) serveAgentAPI(ctx *fasthttp.RequestCtx, route *Route) {
 		writeJSONError(ctx, fasthttp.StatusInternalServerError, translate.CodeInternal, err.Error())
 		return
 	}
+	s.frame(x.id, FrameDownIn, ctx.PostBody())
 	enc := agentapi.NewEncoder(agentapi.EncoderOptions{ResponseID: req.ID, SessionID: req.Session})
 	setSSEHeaders(ctx)
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) { x.stream(w, enc) })
@@ -70,6 +71,10 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, route *Route, down string, req 
 	req.Exchange = xs.ID
 	xctx, cancel := context.WithCancel(context.Background())
 	xctx = callctx.WithHeaders(xctx, forwardHeaders(ctx))
+	if s.opts.Frames != nil {
+		xid := xs.ID
+		xctx = callctx.WithFrames(xctx, func(dir string, b []byte) { s.opts.Frames.Record(xid, dir, b) })
+	}
 	return &exchange{
 		s:      s,
 		id:     xs.ID,

@@ -59,7 +59,20 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 
 	var buf []byte
 	outcome := "completed"
-	defer func() { x.finish(outcome) }()
+	info := x.info()
+	x.s.opts.Observer.ExchangeStarted(info)
+	defer func() {
+		x.s.opts.Observer.ExchangeEnded(info, outcome, time.Since(x.start))
+		x.finish(outcome)
+	}()
+	write := func(b []byte) error {
+		x.s.frame(x.id, FrameDownOut, b)
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	first := true
 
 	up, err := x.agent.Open(x.ctx, x.req)
 	if err != nil {
@@ -67,8 +80,7 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 		outcome = te.Code
 		x.log(slog.LevelWarn, "upstream call failed", "error", err)
 		buf = enc.Finish(buf, te)
-		_, _ = w.Write(buf)
-		_ = w.Flush()
+		_ = write(buf)
 		return
 	}
 
@@ -141,8 +153,7 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 					outcome = "incomplete"
 				}
 				if len(buf) > 0 {
-					_, _ = w.Write(buf)
-					_ = w.Flush()
+					_ = write(buf)
 				}
 				return
 			}
@@ -153,9 +164,11 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 			if ev.Kind == translate.KindState && ev.State.Settled() {
 				outcome = string(ev.State)
 			}
+			x.s.opts.Observer.EventForwarded(info, ev, time.Since(x.start), first)
+			first = false
 			buf = enc.Encode(buf[:0], ev)
 			if len(buf) > 0 {
-				if _, err := w.Write(buf); err != nil || w.Flush() != nil {
+				if write(buf) != nil {
 					outcome = "client_gone"
 					return
 				}
@@ -166,6 +179,10 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 			ack <- struct{}{}
 		}
 	}
+}
+
+func (x *exchange) info() ExchangeInfo {
+	return ExchangeInfo{ID: x.id, Route: x.route, Downstream: x.down, Upstream: x.up, Session: x.req.Session}
 }
 
 // finish records the exchange's end and writes its access line.

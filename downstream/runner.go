@@ -81,7 +81,15 @@ func (s *Server) runTurn(xid string, route *Route, req *translate.Request, heade
 func (s *Server) pumpTurn(ctx context.Context, xid string, route *Route, req *translate.Request, hook TurnHook) {
 	start := time.Now()
 	outcome := "completed"
+	down := ""
+	if x, err := s.store.Get(xid); err == nil {
+		down = x.Downstream
+	}
+	info := ExchangeInfo{ID: xid, Route: route.Name, Downstream: down, Upstream: route.Proto, Session: req.Session}
+	s.opts.Observer.ExchangeStarted(info)
+	first := true
 	defer func() {
+		s.opts.Observer.ExchangeEnded(info, outcome, time.Since(start))
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "exchange turn",
 			slog.String("exchange", xid), slog.String("route", route.Name),
 			slog.String("upstream", route.Proto), slog.String("session", req.Session),
@@ -92,6 +100,8 @@ func (s *Server) pumpTurn(ctx context.Context, xid string, route *Route, req *tr
 			s.log.Warn("exchange log append failed", "exchange", xid, "error", err)
 			return
 		}
+		s.opts.Observer.EventForwarded(info, ev, time.Since(start), first)
+		first = false
 		if hook != nil {
 			hook(ev)
 		}

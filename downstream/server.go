@@ -35,6 +35,10 @@ type Options struct {
 	Store store.Store
 	// Logger receives errors and access lines (default slog.Default()).
 	Logger *slog.Logger
+	// Observer sees exchanges and events (metrics, traces); nil: none.
+	Observer Observer
+	// Frames, when set, keeps the raw frames of each exchange.
+	Frames FrameRecorder
 }
 
 // Server serves every accepted protocol on one listener.
@@ -63,6 +67,9 @@ func New(opts Options, rt *Routing) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
 	}
 	if opts.Store == nil {
 		opts.Store = store.NewMemory(store.Limits{}, nil)
@@ -120,14 +127,24 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	route, rest := s.routing.Load().match(ctx.Host(), path)
+	proto := ""
+	defer func() {
+		if st := ctx.Response.StatusCode(); st >= 400 {
+			s.opts.Observer.RequestRejected(proto, st)
+		}
+	}()
 	switch {
 	case s.accepts(translate.ProtoAgentAPI) && string(rest) == s.opts.AgentAPIPath:
+		proto = translate.ProtoAgentAPI
 		s.serveAgentAPI(ctx, route)
 	case s.accepts(translate.ProtoAIP) && s.matchAIP(ctx, rest):
+		proto = translate.ProtoAIP
 		s.serveAIP(ctx, route, rest)
 	case s.accepts(translate.ProtoAgentProtocol) && s.matchAPv1(rest):
+		proto = translate.ProtoAgentProtocol
 		s.serveAPv1(ctx, route, rest)
 	case s.accepts(translate.ProtoAgentProtocol) && s.matchAP(ctx, rest):
+		proto = translate.ProtoAgentProtocol
 		s.serveAP(ctx, route, rest)
 	default:
 		writeJSONError(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no endpoint at "+string(path))

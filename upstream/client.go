@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/agentbridge/bridge/internal/callctx"
 	"github.com/agentbridge/bridge/translate"
 )
 
@@ -201,6 +203,54 @@ func (e *eofReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Frame directions recorded for the admin view (see callctx.WithFrames).
+const (
+	FrameUpOut = "up-out"
+	FrameUpIn  = "up-in"
+)
+
+// frameTap hands each frame of a body to a recorder as it is read: SSE
+// events split at their blank line, or the whole of a unary body. It holds
+// at most maxTapFrame bytes of a frame; what is longer is cut.
+type frameTap struct {
+	r   io.Reader
+	rec callctx.FrameFunc
+	buf []byte
+}
+
+const maxTapFrame = 64 << 10
+
+func (t *frameTap) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	for chunk := p[:n]; len(chunk) > 0; {
+		i := bytes.Index(chunk, []byte("\n\n"))
+		if i < 0 {
+			t.keep(chunk)
+			break
+		}
+		t.keep(chunk[:i])
+		t.flush()
+		chunk = chunk[i+2:]
+	}
+	if err != nil {
+		t.flush()
+	}
+	return n, err
+}
+
+func (t *frameTap) keep(b []byte) {
+	if room := maxTapFrame - len(t.buf); room > 0 {
+		t.buf = append(t.buf, b[:min(len(b), room)]...)
+	}
+}
+
+func (t *frameTap) flush() {
+	if f := bytes.TrimSpace(t.buf); len(f) > 0 {
+		t.rec(FrameUpIn, f)
+	}
+	t.buf = t.buf[:0]
+}
+
 // Bounds of the drain that lets a connection be reused after a decoder
 // stopped at its protocol's last event, before the body's own end (the
 // chunked terminator, say).
@@ -247,6 +297,9 @@ func (c *client) do(ctx context.Context, r request, stream bool) (*response, err
 		freq.Header.Set(k, v)
 	}
 	freq.SetBodyRaw(r.body)
+	if rec := callctx.Frames(ctx); rec != nil {
+		rec(FrameUpOut, r.body)
+	}
 
 	deadline := time.Now().Add(c.cfg.Timeouts.FirstByte)
 	if !stream {
@@ -279,6 +332,9 @@ func (c *client) do(ctx context.Context, r request, stream bool) (*response, err
 	if bs := resp.BodyStream(); bs != nil {
 		out.body = &eofReader{r: bs}
 		out.Stream = out.body
+		if rec := callctx.Frames(ctx); rec != nil {
+			out.Stream = &frameTap{r: out.body, rec: rec}
+		}
 	}
 	if out.Status < 200 || out.Status > 299 {
 		body, _ := out.readAll(c.cfg.MaxBodyBytes)
