@@ -73,6 +73,7 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 		return w.Flush()
 	}
 	first := true
+	settled := false
 
 	up, err := x.agent.Open(x.ctx, x.req)
 	if err != nil {
@@ -138,6 +139,13 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 		case st := <-steps:
 			if st.err != nil {
 				var te *translate.Error
+				if errors.Is(st.err, io.EOF) && !settled {
+					// An upstream that ends without saying how the exchange
+					// ended has failed it; the client must not read that as
+					// a quiet cancel.
+					te = &translate.Error{Code: translate.CodeStreamIncomplete,
+						Message: "the upstream ended the stream without a final state"}
+				}
 				if !errors.Is(st.err, io.EOF) {
 					if x.ctx.Err() != nil {
 						outcome = "client_gone"
@@ -163,6 +171,7 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 			}
 			if ev.Kind == translate.KindState && ev.State.Settled() {
 				outcome = string(ev.State)
+				settled = true
 			}
 			x.s.opts.Observer.EventForwarded(info, ev, time.Since(x.start), first)
 			first = false
