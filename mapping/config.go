@@ -81,6 +81,18 @@ type Upstream struct {
 	Headers       map[string]string `yaml:"headers"`
 	// AIP configures an AIP upstream (the bridge as AIP Leader).
 	AIP AIPUpstream `yaml:"aip"`
+	// AP configures an Agent Protocol upstream.
+	AP APUpstream `yaml:"ap"`
+}
+
+// APUpstream is how the bridge calls an Agent Protocol agent.
+type APUpstream struct {
+	// Dialect: process (2025 README), run (2025 README, main branch),
+	// agentic (the reference server), v1 (agentprotocol.ai tasks/steps),
+	// or empty to detect it.
+	Dialect string `yaml:"dialect"`
+	// Agent names the agent under the base URL (default: the first listed).
+	Agent string `yaml:"agent"`
 }
 
 // AIPUpstream is how the bridge drives an AIP Partner.
@@ -217,6 +229,11 @@ func (c *Config) Validate() error {
 		case "", "auto", "stream", "rpc":
 		default:
 			bad("%s.aip.mode: %q is not stream, rpc or auto", where, u.AIP.Mode)
+		}
+		switch u.AP.Dialect {
+		case "", "auto", "process", "run", "agentic", "v1":
+		default:
+			bad("%s.ap.dialect: %q is not process, run, agentic, v1 or empty", where, u.AP.Dialect)
 		}
 		if u.MaxConcurrent < 0 {
 			bad("%s.max_concurrent: must not be negative", where)

@@ -16,7 +16,7 @@ import (
 
 func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("call", "call --protocol P --url URL [--session ID] TEXT...", stderr)
-	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol to speak: agentapi or aip")
+	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol to speak: agentapi, aip or agentprotocol (ap)")
 	rawURL := fs.String("url", "http://127.0.0.1:9000", "the agent or bridge: a base URL, or the full endpoint URL")
 	session := fs.String("session", "", "session id, to continue a conversation (default: a new one)")
 	user := fs.String("user", "", "user id (default: the session id)")
@@ -70,8 +70,6 @@ func callAgent(p, raw string, aipMode *string) (translate.Agent, error) {
 			return nil, fmt.Errorf("%w: --url: %w", errUsage, err)
 		}
 		raw = endpoint
-	case translate.ProtoAgentProtocol:
-		return nil, fmt.Errorf("call does not speak %s yet (see README's protocol table)", p)
 	}
 	return newUpstream(upstream.Config{Name: "call", URL: raw, Protocol: p,
 		Timeouts: upstream.Timeouts{FirstByte: time.Minute}, AIP: upstream.AIPOptions{Mode: *aipMode}})

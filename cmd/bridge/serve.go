@@ -168,6 +168,7 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 			Headers:       u.Headers,
 			AIP: upstream.AIPOptions{Mode: u.AIP.Mode, AutoComplete: u.AIP.AutoComplete,
 				PollInterval: u.AIP.PollInterval, Paths: u.AIP.Paths, LeaderID: u.AIP.LeaderID},
+			AP: upstream.APOptions{Dialect: u.AP.Dialect, Agent: u.AP.Agent},
 			OnBreakerChange: func(name, from, to string) {
 				log.Warn("breaker state changed", "upstream", name, "from", from, "to", to)
 			},
@@ -221,6 +222,8 @@ func newUpstream(cfg upstream.Config) (translate.Agent, error) {
 		return upstream.NewAgentAPI(cfg)
 	case translate.ProtoAIP:
 		return upstream.NewAIP(cfg)
+	case translate.ProtoAgentProtocol:
+		return upstream.NewAgentProtocol(cfg)
 	}
 	return nil, fmt.Errorf("upstream %q: the %s upstream client is not built yet (see README's protocol table)", cfg.Name, cfg.Protocol)
 }
