@@ -181,6 +181,9 @@ type faultWriter struct {
 }
 
 func (w *faultWriter) Flush() {
+	if w.done {
+		return // the connection was cut and hijacked away
+	}
 	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
 		fl.Flush()
 	}
