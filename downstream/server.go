@@ -26,6 +26,8 @@ type Options struct {
 	AgentAPIPath string
 	// AIP configures the AIP Partner endpoints.
 	AIP AIPOptions
+	// APv1 configures the agentprotocol.ai v1 API (/ap/v1/agent/tasks).
+	APv1 APv1Options
 	// MaxBodyBytes bounds a request body (default 4 MiB); larger gets 413.
 	MaxBodyBytes int
 	// KeepAlive is the interval of SSE keep-alive comments on a quiet
@@ -52,6 +54,8 @@ type Server struct {
 	closing atomic.Bool
 	turns   turns // detached turns (AIP tasks, Agent Protocol requests)
 	aip     aipPartner
+	ap      apState
+	apv1    apv1Server
 }
 
 // New returns a server that routes with rt until SetRouting replaces it.
@@ -108,6 +112,7 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.aipCloseStreams()
+	s.apShutdown()
 	err := s.srv.ShutdownWithContext(ctx)
 	if werr := s.waitTurns(ctx); err == nil {
 		err = werr
