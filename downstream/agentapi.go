@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbridge/bridge/internal/callctx"
 	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/internal/tracing"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/agentbridge/bridge/translate/agentapi"
 )
@@ -70,7 +71,8 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, route *Route, down string, req 
 	}
 	req.Exchange = xs.ID
 	xctx, cancel := context.WithCancel(context.Background())
-	xctx = callctx.WithHeaders(xctx, forwardHeaders(ctx))
+	in := forwardHeaders(ctx)
+	xctx = callctx.WithHeaders(xctx, tracing.Continue(in))
 	if s.opts.Frames != nil {
 		xid := xs.ID
 		xctx = callctx.WithFrames(xctx, func(dir string, b []byte) { s.opts.Frames.Record(xid, dir, b) })
@@ -87,22 +89,22 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, route *Route, down string, req 
 		cancel: cancel,
 		conn:   ctx.Conn(),
 		start:  time.Now(),
+		parent: in[tracing.HeaderTraceParent],
 	}, nil
 }
 
-// forwardHeaders copies the client headers that travel upstream: W3C
-// trace context.
+// forwardHeaders returns the client's W3C trace context (traceparent, and
+// tracestate), validated, or nil when it sent none or an invalid one. It is
+// the parent of the exchange: begin and runTurn continue it with a span of
+// the bridge's own (tracing.Continue), or start a trace when it is nil, and
+// that span's traceparent is what the upstream receives.
 func forwardHeaders(ctx *fasthttp.RequestCtx) map[string]string {
-	var h map[string]string
-	for _, k := range [...]string{"traceparent", "tracestate"} {
-		if v := ctx.Request.Header.Peek(k); len(v) > 0 {
-			if h == nil {
-				h = make(map[string]string, 2)
-			}
-			h[k] = string(v)
-		}
+	sc, ok := tracing.Inbound(string(ctx.Request.Header.Peek(tracing.HeaderTraceParent)),
+		string(ctx.Request.Header.Peek(tracing.HeaderTraceState)))
+	if !ok {
+		return nil
 	}
-	return h
+	return sc.Headers()
 }
 
 func setSSEHeaders(ctx *fasthttp.RequestCtx) {

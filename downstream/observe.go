@@ -13,6 +13,10 @@ type ExchangeInfo struct {
 	Downstream string // the client's protocol
 	Upstream   string // the agent's protocol
 	Session    string
+	// TraceParent is the W3C traceparent sent upstream (the bridge's span
+	// for this exchange or turn); ClientTraceParent the one the client sent,
+	// its parent ("" if none or invalid).
+	TraceParent, ClientTraceParent string
 }
 
 // Observer sees the server's work, for metrics, traces and the admin page.

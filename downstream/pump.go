@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbridge/bridge/internal/callctx"
 	"github.com/agentbridge/bridge/internal/sse"
 	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/internal/tracing"
 	"github.com/agentbridge/bridge/translate"
 )
 
@@ -39,6 +41,7 @@ type exchange struct {
 	cancel context.CancelFunc
 	conn   net.Conn
 	start  time.Time
+	parent string // the client's traceparent ("" if none); ours is in ctx
 }
 
 // step is one result of the upstream's Next.
@@ -58,15 +61,17 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 	defer stopWatch()
 
 	var buf []byte
+	var sent int64 // bytes written to the client
 	outcome := "completed"
 	info := x.info()
 	x.s.opts.Observer.ExchangeStarted(info)
 	defer func() {
 		x.s.opts.Observer.ExchangeEnded(info, outcome, time.Since(x.start))
-		x.finish(outcome)
+		x.finish(outcome, sent)
 	}()
 	write := func(b []byte) error {
 		x.s.frame(x.id, FrameDownOut, b)
+		sent += int64(len(b))
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -191,13 +196,17 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 }
 
 func (x *exchange) info() ExchangeInfo {
-	return ExchangeInfo{ID: x.id, Route: x.route, Downstream: x.down, Upstream: x.up, Session: x.req.Session}
+	return ExchangeInfo{ID: x.id, Route: x.route, Downstream: x.down, Upstream: x.up, Session: x.req.Session,
+		TraceParent: callctx.Headers(x.ctx)[tracing.HeaderTraceParent], ClientTraceParent: x.parent}
 }
 
-// finish records the exchange's end and writes its access line.
-func (x *exchange) finish(outcome string) {
+// finish records the exchange's end and writes its access line: ids,
+// protocols, outcome, duration and the event bytes sent to the client
+// (keep-alives not counted). No header value is logged, only the trace id.
+func (x *exchange) finish(outcome string, sent int64) {
 	x.s.log.LogAttrs(context.Background(), slog.LevelInfo, "exchange",
 		slog.String("exchange", x.id),
+		slog.String("trace", tracing.TraceIDOf(callctx.Headers(x.ctx)[tracing.HeaderTraceParent])),
 		slog.String("route", x.route),
 		slog.String("downstream", x.down),
 		slog.String("upstream", x.up),
@@ -205,6 +214,7 @@ func (x *exchange) finish(outcome string) {
 		slog.String("client_id", x.req.ID),
 		slog.String("outcome", outcome),
 		slog.Duration("duration", time.Since(x.start)),
+		slog.Int64("bytes", sent),
 	)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbridge/bridge/internal/callctx"
 	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/internal/tracing"
 	"github.com/agentbridge/bridge/translate"
 )
 
@@ -57,7 +58,9 @@ func (s *Server) runTurn(xid string, route *Route, req *translate.Request, heade
 	if maxLife > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), maxLife)
 	}
-	ctx = callctx.WithHeaders(ctx, headers)
+	// The turn is a span of the bridge's, a child of the client's trace
+	// context in headers, or the root of a new trace.
+	ctx = callctx.WithHeaders(ctx, tracing.Continue(headers))
 	t := &turn{cancel: cancel, done: make(chan struct{})}
 	s.turns.running[xid] = t
 	s.turns.wg.Add(1)
@@ -72,26 +75,30 @@ func (s *Server) runTurn(xid string, route *Route, req *translate.Request, heade
 			s.turns.mu.Unlock()
 			cancel()
 		}()
-		s.pumpTurn(ctx, xid, route, req, hook)
+		s.pumpTurn(ctx, xid, route, req, headers[tracing.HeaderTraceParent], hook)
 	}()
 	return nil
 }
 
 // pumpTurn reads the upstream into the log until the turn settles.
-func (s *Server) pumpTurn(ctx context.Context, xid string, route *Route, req *translate.Request, hook TurnHook) {
+// traceIn is the client's traceparent ("" if none).
+func (s *Server) pumpTurn(ctx context.Context, xid string, route *Route, req *translate.Request, traceIn string, hook TurnHook) {
 	start := time.Now()
 	outcome := "completed"
 	down := ""
 	if x, err := s.store.Get(xid); err == nil {
 		down = x.Downstream
 	}
-	info := ExchangeInfo{ID: xid, Route: route.Name, Downstream: down, Upstream: route.Proto, Session: req.Session}
+	traceparent := callctx.Headers(ctx)[tracing.HeaderTraceParent]
+	info := ExchangeInfo{ID: xid, Route: route.Name, Downstream: down, Upstream: route.Proto, Session: req.Session,
+		TraceParent: traceparent, ClientTraceParent: traceIn}
 	s.opts.Observer.ExchangeStarted(info)
 	first := true
 	defer func() {
 		s.opts.Observer.ExchangeEnded(info, outcome, time.Since(start))
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "exchange turn",
-			slog.String("exchange", xid), slog.String("route", route.Name),
+			slog.String("exchange", xid), slog.String("trace", tracing.TraceIDOf(traceparent)),
+			slog.String("route", route.Name), slog.String("downstream", down),
 			slog.String("upstream", route.Proto), slog.String("session", req.Session),
 			slog.String("outcome", outcome), slog.Duration("duration", time.Since(start)))
 	}()

@@ -20,6 +20,9 @@ import (
 type Config struct {
 	// Listen is the address of the one downstream listener.
 	Listen string `yaml:"listen"`
+	// Admin is the address of the admin listener (metrics, health, the
+	// admin API and page); empty means none.
+	Admin string `yaml:"admin"`
 	// Accept lists the protocols served there; empty means all.
 	Accept []string `yaml:"accept"`
 	// AgentAPIPath is the Agent API endpoint path (default /process).
@@ -187,6 +190,13 @@ func (c *Config) Validate() error {
 		bad("listen: missing (e.g. 127.0.0.1:9000)")
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen: %v", err)
+	}
+	if c.Admin != "" {
+		if _, port, err := net.SplitHostPort(c.Admin); err != nil {
+			bad("admin: %v", err)
+		} else if c.Admin == c.Listen && port != "0" {
+			bad("admin: %q is the listen address; the admin listener needs its own", c.Admin)
+		}
 	}
 	for i, p := range c.Accept {
 		n, err := NormalizeProtocol(p)

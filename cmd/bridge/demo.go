@@ -29,6 +29,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	listen := fs.String("listen", "127.0.0.1:9000", "address of the bridge")
 	agentListen := fs.String("agent-listen", "127.0.0.1:8090", "address of the reference agent speaking the Agent API")
 	aipListen := fs.String("aip-agent-listen", "127.0.0.1:8091", "address of the reference agent speaking AIP")
+	adminListen := fs.String("admin", "127.0.0.1:9001", "address of the admin listener: metrics, admin API and page (empty: off)")
 	var lf logFlags
 	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -42,7 +43,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		{proto: translate.ProtoAgentAPI, listen: *agentListen},
 		{proto: translate.ProtoAIP, listen: *aipListen, prefix: "/to-aip"},
 	}
-	cfg := &mapping.Config{Listen: *listen}
+	cfg := &mapping.Config{Listen: *listen, Admin: *adminListen}
 	for _, a := range agents {
 		if a.srv, err = newReferenceAgent(a.proto, "/process", refagent.SlowDelay, log.With("component", "agent-"+a.proto)); err != nil {
 			return err
@@ -77,7 +78,16 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		go func() { _ = a.srv.Serve(a.ln) }()
 		defer a.srv.Shutdown(context.Background())
 	}
+	adminURL, stopAdmin, err := startAdmin(ctx, gw, log)
+	if err != nil { // the admin page is a nicety here: go on without it
+		log.Warn("demo runs without the admin listener", "error", err)
+		adminURL, stopAdmin = "", func() {}
+	}
+	defer stopAdmin()
 	fmt.Fprint(stdout, demoBanner("http://"+ln.Addr().String(), agents))
+	if adminURL != "" {
+		fmt.Fprintf(stdout, "\nAdmin page (upstreams, breakers, exchanges): %[1]s/   metrics: %[1]s/metrics\n", adminURL)
+	}
 	return serveUntil(ctx, gw.server, ln, 5*time.Second, log)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbridge/bridge/downstream"
 	"github.com/agentbridge/bridge/internal/store"
+	"github.com/agentbridge/bridge/internal/tracing/tracer"
 	"github.com/agentbridge/bridge/mapping"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/agentbridge/bridge/upstream"
@@ -58,6 +59,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxBody := fs.Int("max-body", 4<<20, "largest request body accepted, in bytes (larger gets HTTP 413)")
 	keepAlive := fs.Duration("keepalive", 15*time.Second, "interval of SSE keep-alive comments on quiet streams (0 disables)")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long open streams may take to finish")
+	adminAddr := fs.String("admin", "", "address of the admin listener: /metrics, /healthz, /readyz, the admin API and page (default off)")
 	var lf logFlags
 	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -78,24 +80,31 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfg = &mapping.Config{Upstreams: []mapping.Upstream{{Name: *upName, URL: *upURL, Protocol: *upProto}}}
 	}
-	if cfg.Listen == "" || fs.Changed("listen") {
-		cfg.Listen = *listen
+	// override applies the flags given beside --config (again on reload).
+	override := func(cfg *mapping.Config) {
+		if cfg.Listen == "" || fs.Changed("listen") {
+			cfg.Listen = *listen
+		}
+		if len(cfg.Accept) == 0 || fs.Changed("accept") {
+			cfg.Accept = *accept
+		}
+		if cfg.AgentAPIPath == "" || fs.Changed("agentapi-path") {
+			cfg.AgentAPIPath = *apiPath
+		}
+		if fs.Changed("aip-prefix") {
+			cfg.AIP.Prefix = *aipPrefix
+		}
+		if cfg.Limits.MaxBodyBytes == 0 || fs.Changed("max-body") {
+			cfg.Limits.MaxBodyBytes = *maxBody
+		}
+		if cfg.Limits.KeepAlive == 0 || fs.Changed("keepalive") {
+			cfg.Limits.KeepAlive = *keepAlive
+		}
+		if fs.Changed("admin") {
+			cfg.Admin = *adminAddr
+		}
 	}
-	if len(cfg.Accept) == 0 || fs.Changed("accept") {
-		cfg.Accept = *accept
-	}
-	if cfg.AgentAPIPath == "" || fs.Changed("agentapi-path") {
-		cfg.AgentAPIPath = *apiPath
-	}
-	if fs.Changed("aip-prefix") {
-		cfg.AIP.Prefix = *aipPrefix
-	}
-	if cfg.Limits.MaxBodyBytes == 0 || fs.Changed("max-body") {
-		cfg.Limits.MaxBodyBytes = *maxBody
-	}
-	if cfg.Limits.KeepAlive == 0 || fs.Changed("keepalive") {
-		cfg.Limits.KeepAlive = *keepAlive
-	}
+	override(cfg)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -109,6 +118,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("bridge listening", "addr", ln.Addr().String(), "accept", acceptList(cfg.Accept),
 		"upstreams", len(cfg.Upstreams), "routes", len(cfg.EffectiveRoutes()))
+	_, stopAdmin, err := startAdmin(ctx, gw, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopAdmin()
+	defer closeTracer(gw.tracer)
+	if *configPath != "" {
+		defer startReloader(ctx, *configPath, cfg, gw, override, log)()
+	}
 	return serveUntil(ctx, gw.server, ln, *drain, log)
 }
 
@@ -142,6 +161,8 @@ func acceptList(a []string) string {
 type gateway struct {
 	server *downstream.Server
 	agents map[string]translate.Agent // upstream clients by name
+	obs    *observability             // metrics and frames for the admin listener; nil when off
+	tracer *tracer.Tracer             // OTLP span export; nil when no endpoint is set
 }
 
 // newGateway builds upstream clients and the server from a valid config.
@@ -152,39 +173,20 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 		MaxEventsPerExchange: cfg.Limits.MaxEventsPerExchange,
 	}, nil)
 	gw := &gateway{agents: map[string]translate.Agent{}}
+	gw.obs = newObservability(cfg, st, gw)
 	agents := gw.agents
 	for _, u := range cfg.Upstreams {
-		uc := upstream.Config{
-			Name:     u.Name,
-			URL:      u.URL,
-			Protocol: u.Protocol,
-			Timeouts: upstream.Timeouts{Connect: u.Timeouts.Connect, FirstByte: u.Timeouts.FirstByte,
-				Idle: u.Timeouts.Idle, Total: u.Timeouts.Total},
-			Breaker: upstream.BreakerConfig{ConsecutiveFailures: u.Breaker.ConsecutiveFailures,
-				FailureRatio: u.Breaker.FailureRatio, MinRequests: u.Breaker.MinRequests,
-				Interval: u.Breaker.Interval, OpenFor: u.Breaker.OpenFor, HalfOpenProbes: u.Breaker.HalfOpenProbes},
-			MaxConcurrent: u.MaxConcurrent,
-			MaxEventBytes: cfg.Limits.MaxEventBytes,
-			Headers:       u.Headers,
-			AIP: upstream.AIPOptions{Mode: u.AIP.Mode, AutoComplete: u.AIP.AutoComplete,
-				PollInterval: u.AIP.PollInterval, Paths: u.AIP.Paths, LeaderID: u.AIP.LeaderID},
-			AP: upstream.APOptions{Dialect: u.AP.Dialect, Agent: u.AP.Agent},
-			OnBreakerChange: func(name, from, to string) {
-				log.Warn("breaker state changed", "upstream", name, "from", from, "to", to)
-			},
-		}
+		uc := gw.upstreamConfig(cfg, u, log)
 		c, err := newUpstream(uc)
 		if err != nil {
 			return nil, err
 		}
 		agents[u.Name] = c
 	}
-	rt := &downstream.Routing{}
-	for _, r := range cfg.EffectiveRoutes() {
-		rt.Routes = append(rt.Routes, downstream.Route{
-			Name: r.Name, Host: r.Host, PathPrefix: r.PathPrefix,
-			Upstream: r.Upstream, Proto: cfg.Upstream(r.Upstream).Protocol, Agent: agents[r.Upstream],
-		})
+	rt := routingFor(cfg, agents)
+	var err error
+	if gw.tracer, err = tracer.FromEnv(log); err != nil {
+		return nil, err
 	}
 	gw.server = downstream.New(downstream.Options{
 		Accept:       cfg.Accept,
@@ -194,6 +196,8 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 		KeepAlive:    keepAliveOption(cfg.Limits.KeepAlive),
 		Store:        st,
 		Logger:       log,
+		Observer:     tracer.Join(gw.obs.observer(), gw.tracer.Observer()),
+		Frames:       gw.obs.frameRecorder(),
 	}, rt)
 	return gw, nil
 }
