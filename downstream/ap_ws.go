@@ -319,10 +319,24 @@ func (k *apSocket) process(ref json.RawMessage, body []byte, op string, forced a
 		k.send(k.ctx, apConfigured(k.a, sub.dialect))
 		return
 	}
+	// A resume or cancel goes on in the request's open subscription: stop
+	// it before the command can log anything, so that the ack still comes
+	// before every event the command causes, and the new subscription
+	// starts where the old one stopped.
+	var stopped bool
+	var stoppedAt uint64
+	if sub.req.Command != translate.CommandStart {
+		if x0, ok := k.s.apFindRequest(k.a, sub.req.ID); ok {
+			stoppedAt, stopped = k.stopSub(x0.ID)
+		}
+	}
 	x, after, e := k.s.apCommand(k.a, sub, k.headers)
 	if e != nil {
 		k.sendError(ref, sub.req.ID, e.code, e.msg)
 		return
+	}
+	if stopped {
+		after = min(after, stoppedAt)
 	}
 	var name string
 	switch sub.req.Command {
@@ -362,6 +376,20 @@ func (k *apSocket) getEvents(ref json.RawMessage, env gjson.Result) {
 		return
 	}
 	k.subscribe(ref, "getevents", x, since, false)
+}
+
+// stopSub ends the open subscription to exchange xid, if any, and reports
+// the last event it sent.
+func (k *apSocket) stopSub(xid string) (sent uint64, ok bool) {
+	k.mu.Lock()
+	old := k.subs[xid]
+	k.mu.Unlock()
+	if old == nil {
+		return 0, false
+	}
+	old.cancel()
+	<-old.done
+	return old.sent.Load(), true
 }
 
 // subscribe acks the frame and follows x's events after since. A
