@@ -442,7 +442,11 @@ func TestAPAskAndResume(t *testing.T) {
 				for len(got) == 0 || got[len(got)-1].Get("type").String() != "wait_for_input" {
 					ev, ok := r.next()
 					if !ok {
-						t.Fatal("stream ended before wait_for_input")
+						var raws []string
+						for _, g := range got {
+							raws = append(raws, g.Raw)
+						}
+						t.Fatalf("stream ended before wait_for_input, after %s", strings.Join(raws, "\n"))
 					}
 					got = append(got, ev.data)
 				}
@@ -478,7 +482,11 @@ func TestAPAskAndResume(t *testing.T) {
 				for len(got) == 0 || got[len(got)-1].Get("type").String() != "wait_for_input" {
 					ev, ok := r.next()
 					if !ok {
-						t.Fatal("stream ended before wait_for_input")
+						var raws []string
+						for _, g := range got {
+							raws = append(raws, g.Raw)
+						}
+						t.Fatalf("stream ended before wait_for_input, after %s", strings.Join(raws, "\n"))
 					}
 					got = append(got, ev.data)
 				}

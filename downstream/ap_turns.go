@@ -281,6 +281,13 @@ func (s *Server) apResume(a apAgent, x *store.Exchange, req *translate.Request, 
 	p.cmd.Lock()
 	defer p.cmd.Unlock()
 	x, err := s.store.Get(x.ID)
+	if err == nil && x.State != translate.StateInputRequired && s.turnRunning(x.ID) {
+		// wait_for_input goes out with the agent's question, a moment
+		// before the turn logs its input-required state: a client quick
+		// to answer must not be turned away in between.
+		s.apWaitIdle(x.ID)
+		x, err = s.store.Get(x.ID)
+	}
 	if err != nil {
 		return 0, &apErr{status: http.StatusNotFound, code: "REQUEST_NOT_FOUND", msg: "the request expired"}
 	}
