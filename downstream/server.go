@@ -30,6 +30,9 @@ type Options struct {
 	APv1 APv1Options
 	// MaxBodyBytes bounds a request body (default 4 MiB); larger gets 413.
 	MaxBodyBytes int
+	// ReadTimeout bounds reading a request (default 30s); a connection that
+	// sends nothing for that long is closed.
+	ReadTimeout time.Duration
 	// KeepAlive is the interval of SSE keep-alive comments on a quiet
 	// stream (default 15s; negative disables them).
 	KeepAlive time.Duration
@@ -66,6 +69,9 @@ func New(opts Options, rt *Routing) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 30 * time.Second
+	}
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = 15 * time.Second
 	}
@@ -84,7 +90,7 @@ func New(opts Options, rt *Routing) *Server {
 		Handler:                       s.handle,
 		Name:                          "agent-bridge",
 		MaxRequestBodySize:            opts.MaxBodyBytes,
-		ReadTimeout:                   30 * time.Second,
+		ReadTimeout:                   opts.ReadTimeout,
 		IdleTimeout:                   2 * time.Minute,
 		NoDefaultServerHeader:         true,
 		DisablePreParseMultipartForm:  true,
@@ -169,6 +175,14 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 // transportError answers what fasthttp rejects before the handler: a body
 // over the limit, a malformed request line.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		// A connection that sent nothing before the read timeout (an HTTP
+		// client's spare dial, a slowloris): close it quietly, as for an
+		// idle one; an answer would reach the client unasked.
+		_ = ctx.Conn().Close()
+		return
+	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeJSONError(ctx, fasthttp.StatusRequestEntityTooLarge, "BODY_TOO_LARGE",
 			"request body is larger than the limit of "+strconv.Itoa(s.opts.MaxBodyBytes)+" bytes")

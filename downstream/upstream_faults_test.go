@@ -2,6 +2,7 @@ package downstream_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -105,5 +106,25 @@ func TestUpstreamAnsweringJSONInsteadOfSSEFails(t *testing.T) {
 	if last.Get("status").String() != "failed" || last.Get("error.code").String() != translate.CodeUpstreamError ||
 		!strings.Contains(last.Get("error.message").String(), "text/event-stream") {
 		t.Fatalf("%s", last.Raw)
+	}
+}
+
+// TestSilentConnectionIsClosedQuietly: a connection that sends nothing
+// before the read timeout is closed without an answer, which a client would
+// otherwise read as an unsolicited response on an idle connection.
+func TestSilentConnectionIsClosedQuietly(t *testing.T) {
+	bridge := serve(t, downstream.New(downstream.Options{Logger: quietLog(), ReadTimeout: 200 * time.Millisecond}, nil))
+	c, err := net.Dial("tcp", strings.TrimPrefix(bridge, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	if len(b) != 0 {
+		t.Fatalf("the bridge wrote %q to a connection that asked nothing", b)
+	}
+	if err != nil {
+		t.Fatalf("connection not closed: %v", err)
 	}
 }

@@ -183,7 +183,7 @@ type response struct {
 	Stream  io.Reader
 	body    *eofReader
 	wc      *watchedConn
-	unbind  func()
+	unbind  func() (clean bool)
 	release func(error)
 	eof     bool // the body was read to its end (set by readers of Body)
 }
@@ -389,8 +389,8 @@ func (r *response) finish(outcome error) {
 		_, _ = io.CopyN(io.Discard, r.body, drainBytes)
 		eof = r.body.eof
 	}
-	if r.unbind != nil {
-		r.unbind()
+	if r.unbind != nil && !r.unbind() {
+		eof = false // cancelled while bound: the deadline is spent
 	}
 	if !eof || outcome != nil {
 		r.resp.SetConnectionClose() // unread bytes or a broken stream: never reuse

@@ -171,3 +171,37 @@ func TestConnectionReusedAfterTerminalEvent(t *testing.T) {
 		t.Fatalf("%d connections for 5 sequential calls, want 1 reused", n)
 	}
 }
+
+// TestCancelAtStreamEndNeverPoisonsThePool: a caller that cancels its
+// context just as a stream ends (the downstream pump does, every time) must
+// not leave a pooled connection with a spent read deadline, or the next
+// call on it fails before its first byte.
+func TestCancelAtStreamEndNeverPoisonsThePool(t *testing.T) {
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"object":"response","status":"completed","id":"r"}`+"\n\n")
+	})}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go hs.Serve(ln)
+	defer hs.Close()
+	a, err := NewAgentAPI(Config{Name: "u", URL: "http://" + ln.Addr().String() + "/process",
+		Breaker: BreakerConfig{ConsecutiveFailures: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &translate.Request{Session: "s", Input: []translate.Message{{Role: translate.RoleUser, Parts: []translate.Part{translate.TextPart("hi")}}}}
+	for i := 0; i < 300; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := a.Open(ctx, req)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		ev, err := s.Next()
+		if err != nil || !ev.Terminal() {
+			t.Fatalf("call %d: %v %v", i, ev, err)
+		}
+		// Race the cancel against Close, as the pump's deferred calls do.
+		go cancel()
+		s.Close()
+	}
+}

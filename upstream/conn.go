@@ -65,15 +65,18 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := c.Conn.Read(p)
-	if err != nil && c.canceled.Load() {
+	if err != nil && c.watching.Load() && c.canceled.Load() {
 		err = context.Canceled
 	}
 	return n, err
 }
 
 // bind starts watching for one streamed response: reads get the idle bound
-// and cancelling ctx wakes a blocked read. The returned func unbinds.
-func (c *watchedConn) bind(ctx context.Context, idle time.Duration) (unbind func()) {
+// and cancelling ctx wakes a blocked read. The returned func unbinds; it
+// reports false when ctx was cancelled while bound, which leaves the
+// connection with a read deadline in the past: it must then be closed,
+// never pooled.
+func (c *watchedConn) bind(ctx context.Context, idle time.Duration) (unbind func() (clean bool)) {
 	c.canceled.Store(false)
 	c.idle.Store(int64(idle))
 	if idle <= 0 {
@@ -81,14 +84,20 @@ func (c *watchedConn) bind(ctx context.Context, idle time.Duration) (unbind func
 		_ = c.Conn.SetReadDeadline(time.Time{})
 	}
 	c.watching.Store(true)
+	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		c.canceled.Store(true)
 		_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+		close(fired)
 	})
-	return func() {
-		stop()
+	return func() bool {
+		clean := stop()
+		if !clean {
+			<-fired // let the wake-up finish before anyone judges the connection
+		}
 		c.watching.Store(false)
 		c.idle.Store(0)
+		return clean
 	}
 }
 

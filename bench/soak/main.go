@@ -154,7 +154,11 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
 	base := "http://" + ln.Addr().String()
 
 	t := &tally{exchanges: map[string]int{}, outcomes: map[string]int{}, lost: map[string]int{}}
@@ -232,7 +236,11 @@ func serveReference(p string, log *slog.Logger) (string, func(), error) {
 		return "", nil, err
 	}
 	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { srv.Shutdown(context.Background()) }, nil
+	return "http://" + ln.Addr().String(), func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }
 
 func report(out io.Writer, t *tally, paths []*path, elapsed time.Duration, seed uint64) {
