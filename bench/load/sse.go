@@ -72,7 +72,16 @@ func readSSE(br *bufio.Reader, o *outcome, deadline time.Time) error {
 				}
 				for _, s := range terminalStatus {
 					if bytes.Contains(head, s) {
-						return &failedError{code: errorCode(line), frame: string(line[:min(len(line), 400)])}
+						fe := &failedError{code: errorCode(line), frame: string(line[:min(len(line), 400)])}
+						// Read to the end of the body here too, or the
+						// pooled connection keeps this reply's last chunk
+						// and the next request reads it as its own.
+						if err := skipLine(br, o, long); err != nil {
+							return err
+						}
+						n, _ := io.Copy(io.Discard, br)
+						o.bytes += int(n)
+						return fe
 					}
 				}
 			}
