@@ -66,8 +66,10 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, route *Route, down string, req 
 		State:      translate.StateSubmitted,
 		Request:    req,
 	}
-	if err := s.store.Create(xs); err != nil && !errors.Is(err, store.ErrExists) {
-		return nil, err
+	if s.opts.RecordStreams {
+		if err := s.store.Create(xs); err != nil && !errors.Is(err, store.ErrExists) {
+			return nil, err
+		}
 	}
 	req.Exchange = xs.ID
 	xctx, cancel := context.WithCancel(context.Background())

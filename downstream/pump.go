@@ -171,7 +171,9 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 				return
 			}
 			ev := st.ev
-			if _, err := x.s.store.Append(x.id, ev); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if !x.s.opts.RecordStreams {
+				// not logged: see Options.RecordStreams
+			} else if _, err := x.s.store.Append(x.id, ev); err != nil && !errors.Is(err, store.ErrNotFound) {
 				x.log(slog.LevelWarn, "exchange log append failed", "error", err)
 			}
 			if ev.Kind == translate.KindState && ev.State.Settled() {

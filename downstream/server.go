@@ -44,6 +44,12 @@ type Options struct {
 	Observer Observer
 	// Frames, when set, keeps the raw frames of each exchange.
 	Frames FrameRecorder
+	// RecordStreams logs the exchanges streamed straight back to their
+	// client (the Agent API path) and every event of them in the Store, for
+	// the admin view. Exchanges that outlive their call (AIP tasks, Agent
+	// Protocol requests) are always logged: replay reads the log. Off, the
+	// streamed path touches no store at all, which is most of its cost.
+	RecordStreams bool
 }
 
 // Server serves every accepted protocol on one listener.

@@ -198,6 +198,9 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 		Logger:       log,
 		Observer:     tracer.Join(gw.obs.observer(), gw.tracer.Observer()),
 		Frames:       gw.obs.frameRecorder(),
+		// The admin view shows streamed exchanges' events; without it
+		// nobody reads them, so they are not kept.
+		RecordStreams: cfg.Admin != "",
 	}, rt)
 	return gw, nil
 }

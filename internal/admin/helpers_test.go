@@ -78,7 +78,7 @@ func newRig(t *testing.T) *rig {
 		Breakers:  func() map[string]string { return map[string]string{"reference": up.Breaker().State().String()} },
 		StoreSize: r.store.Len,
 	})
-	r.bridge = serveDownstream(t, downstream.New(downstream.Options{Logger: quietLog(), Store: r.store,
+	r.bridge = serveDownstream(t, downstream.New(downstream.Options{Logger: quietLog(), Store: r.store, RecordStreams: true,
 		Observer: r.metrics, Frames: r.frames},
 		&downstream.Routing{Routes: []downstream.Route{{Name: "default", Upstream: "reference", Proto: translate.ProtoAgentAPI, Agent: up}}}))
 
