@@ -118,10 +118,17 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 		}
 	}()
 	defer func() {
-		x.cancel()
+		// After a terminal event the reader waits for its ack, not in
+		// Next: release it and close the upstream before cancelling, so
+		// that its connection can be reused. Otherwise the cancel must
+		// come first, to wake a Next that may be blocked.
+		if !enc.Done() {
+			x.cancel()
+		}
 		close(quit)
 		wg.Wait()
 		_ = up.Close()
+		x.cancel()
 	}()
 
 	var tick <-chan time.Time

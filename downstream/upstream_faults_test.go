@@ -128,3 +128,33 @@ func TestSilentConnectionIsClosedQuietly(t *testing.T) {
 		t.Fatalf("connection not closed: %v", err)
 	}
 }
+
+// TestUpstreamConnectionsAreReused: finished streams give their upstream
+// connection back to the pool; a proxy that dials per request pays a
+// connect on every call.
+func TestUpstreamConnectionsAreReused(t *testing.T) {
+	var conns atomic.Int32
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"object":"response","status":"created","id":"r"}`+"\n\n")
+		fmt.Fprint(w, `data: {"object":"content","status":"in_progress","type":"text","index":0,"delta":true,"msg_id":"m","text":"hi"}`+"\n\n")
+		fmt.Fprint(w, `data: {"object":"response","status":"completed","id":"r"}`+"\n\n")
+	}), ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go hs.Serve(ln)
+	defer hs.Close()
+	bridge, _ := agentAPIBridge(t, "http://"+ln.Addr().String()+"/process", upstream.Config{}, downstream.Options{})
+	for i := 0; i < 10; i++ {
+		_, frames, _ := post(t, bridge+"/process", userRequest(fmt.Sprint("reuse", i), "hi"))
+		if last := checkAgentAPIStream(t, frames); last.Get("status").String() != "completed" {
+			t.Fatalf("call %d: %s", i, last.Raw)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d upstream connections for 10 sequential exchanges, want 1", n)
+	}
+}

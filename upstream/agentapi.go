@@ -132,8 +132,15 @@ func (s *agentAPIStream) end(outcome error) {
 // Close ends the stream. When it ends before its terminal event, the
 // connection is closed and the breaker is told the client went away.
 func (s *agentAPIStream) Close() error {
-	s.cancel()
-	s.mu.Lock()
+	// With no Next in progress the stream is ended before its context is
+	// cancelled, so a finished body can be drained and its connection go
+	// back to the pool; cancelling first would spend the connection's read
+	// deadline. A Next in progress is woken by the cancel.
+	if !s.mu.TryLock() {
+		s.cancel()
+		s.mu.Lock()
+	}
+	defer s.cancel()
 	defer s.mu.Unlock()
 	if !s.settled {
 		s.end(ErrClientGone)

@@ -189,8 +189,15 @@ func (s *aipStream) Next() (*translate.Event, error) {
 // Close ends the stream. Before a settled state it cancels the task (best
 // effort, in the background) and tells the breaker the client went away.
 func (s *aipStream) Close() error {
-	s.cancel()
-	s.mu.Lock()
+	// With no Next in progress the stream is ended before its context is
+	// cancelled, so a finished body can be drained and its connection go
+	// back to the pool; cancelling first would spend the connection's read
+	// deadline. A Next in progress is woken by the cancel.
+	if !s.mu.TryLock() {
+		s.cancel()
+		s.mu.Lock()
+	}
+	defer s.cancel()
 	defer s.mu.Unlock()
 	if !s.done {
 		if s.settled || s.oneShot {
