@@ -72,7 +72,11 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, route *Route, down string, req 
 		}
 	}
 	req.Exchange = xs.ID
-	xctx, cancel := context.WithCancel(context.Background())
+	xctx, cancelCause := context.WithCancelCause(context.Background())
+	// Past the drain time of a shutdown, the exchange ends with a proper
+	// terminal event rather than a cut connection.
+	stopDrain := context.AfterFunc(s.hardStop, func() { cancelCause(errShuttingDown) })
+	cancel := func() { stopDrain(); cancelCause(nil) }
 	in := forwardHeaders(ctx)
 	xctx = callctx.WithHeaders(xctx, tracing.Continue(in))
 	if s.opts.Frames != nil {

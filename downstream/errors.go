@@ -40,3 +40,16 @@ func retryAfter(err error) time.Duration {
 	}
 	return 0
 }
+
+// errShuttingDown is the cause of the cancellation of exchanges still open
+// when the server's drain time is over.
+var errShuttingDown = errors.New("the bridge is shutting down")
+
+// CodeShuttingDown is the error code of exchanges ended by a shutdown.
+const CodeShuttingDown = "SHUTTING_DOWN"
+
+// shuttingDown is the error reported to clients whose exchange a shutdown
+// ended: retryable, against another replica or after the restart.
+func shuttingDown() *translate.Error {
+	return &translate.Error{Code: CodeShuttingDown, Message: errShuttingDown.Error(), Retryable: true}
+}

@@ -140,6 +140,11 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 	for {
 		select {
 		case <-x.ctx.Done():
+			if errors.Is(context.Cause(x.ctx), errShuttingDown) {
+				outcome = CodeShuttingDown
+				_ = write(enc.Finish(buf[:0], shuttingDown()))
+				return
+			}
 			outcome = "client_gone"
 			return
 		case <-tick:
@@ -159,6 +164,11 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 						Message: "the upstream ended the stream without a final state"}
 				}
 				if !errors.Is(st.err, io.EOF) {
+					if errors.Is(context.Cause(x.ctx), errShuttingDown) {
+						outcome = CodeShuttingDown
+						_ = write(enc.Finish(buf[:0], shuttingDown()))
+						return
+					}
 					if x.ctx.Err() != nil {
 						outcome = "client_gone"
 						return

@@ -32,7 +32,7 @@ type turns struct {
 }
 
 type turn struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
 
@@ -54,14 +54,16 @@ func (s *Server) runTurn(xid string, route *Route, req *translate.Request, heade
 		s.turns.mu.Unlock()
 		return ErrTurnRunning
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	stopTimer := func() bool { return false }
 	if maxLife > 0 {
-		ctx, cancel = context.WithTimeout(context.Background(), maxLife)
+		stopTimer = time.AfterFunc(maxLife, func() { cancelCause(context.DeadlineExceeded) }).Stop
 	}
+	cancel := func() { stopTimer(); cancelCause(nil) }
 	// The turn is a span of the bridge's, a child of the client's trace
 	// context in headers, or the root of a new trace.
 	ctx = callctx.WithHeaders(ctx, tracing.Continue(headers))
-	t := &turn{cancel: cancel, done: make(chan struct{})}
+	t := &turn{cancel: cancelCause, done: make(chan struct{})}
 	s.turns.running[xid] = t
 	s.turns.wg.Add(1)
 	s.turns.mu.Unlock()
@@ -158,7 +160,9 @@ func (s *Server) pumpTurn(ctx context.Context, xid string, route *Route, req *tr
 // reads as canceled, a lifetime bound as a timeout.
 func (s *Server) turnError(ctx context.Context, err error) *translate.Error {
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), errShuttingDown):
+		return shuttingDown()
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return &translate.Error{Code: translate.CodeUpstreamTimeout, Message: fmt.Sprintf("the turn ran out of time: %v", err)}
 	case errors.Is(ctx.Err(), context.Canceled):
 		return &translate.Error{Code: "CANCELED", Message: "canceled"}
@@ -175,7 +179,7 @@ func (s *Server) cancelTurn(xid string) bool {
 	if t == nil {
 		return false
 	}
-	t.cancel()
+	t.cancel(nil)
 	<-t.done
 	return true
 }
@@ -238,7 +242,7 @@ func (s *Server) waitTurns(ctx context.Context) error {
 	case <-ctx.Done():
 		s.turns.mu.Lock()
 		for _, t := range s.turns.running {
-			t.cancel()
+			t.cancel(errShuttingDown)
 		}
 		s.turns.mu.Unlock()
 		<-done

@@ -62,9 +62,13 @@ type Server struct {
 	active  atomic.Int64 // exchanges streaming now
 	closing atomic.Bool
 	turns   turns // detached turns (AIP tasks, Agent Protocol requests)
-	aip     aipPartner
-	ap      apState
-	apv1    apv1Server
+	// hardStop ends when a shutdown's drain time is over: open exchanges
+	// then end with a terminal event in their protocol.
+	hardStop    context.Context
+	endHardStop context.CancelFunc
+	aip         aipPartner
+	ap          apState
+	apv1        apv1Server
 }
 
 // New returns a server that routes with rt until SetRouting replaces it.
@@ -91,6 +95,7 @@ func New(opts Options, rt *Routing) *Server {
 		opts.Store = store.NewMemory(store.Limits{}, nil)
 	}
 	s := &Server{opts: opts, log: opts.Logger, store: opts.Store}
+	s.hardStop, s.endHardStop = context.WithCancel(context.Background())
 	s.routing.Store(rt)
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
@@ -126,9 +131,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.aipCloseStreams()
 	s.apShutdown()
 	err := s.srv.ShutdownWithContext(ctx)
+	if ctx.Err() != nil {
+		// Drain time is over: end what is still open with a terminal
+		// event, and give those writes a moment.
+		s.endHardStop()
+		for deadline := time.Now().Add(2 * time.Second); s.active.Load() > 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	if werr := s.waitTurns(ctx); err == nil {
 		err = werr
 	}
+	s.endHardStop()
 	s.aipShutdown()
 	return err
 }
