@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -80,6 +81,12 @@ func (x *exchange) stream(w *bufio.Writer, enc frameEncoder) {
 	first := true
 	settled := false
 
+	if x.s.active.Load() > int64(x.s.opts.MaxStreams) {
+		outcome = translate.CodeBusy
+		_ = write(enc.Finish(buf, &translate.Error{Code: translate.CodeBusy, Retryable: true,
+			Message: "the bridge is at its limit of " + strconv.Itoa(x.s.opts.MaxStreams) + " open streams; try again shortly"}))
+		return
+	}
 	up, err := x.agent.Open(x.ctx, x.req)
 	if err != nil {
 		te := canonicalError(err)

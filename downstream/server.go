@@ -33,6 +33,10 @@ type Options struct {
 	// ReadTimeout bounds reading a request (default 30s); a connection that
 	// sends nothing for that long is closed.
 	ReadTimeout time.Duration
+	// MaxStreams bounds the exchanges streaming back to clients at once,
+	// over all upstreams (default 4096); past it clients get BUSY at once.
+	// Each upstream has its own bound too (upstream.Config.MaxConcurrent).
+	MaxStreams int
 	// KeepAlive is the interval of SSE keep-alive comments on a quiet
 	// stream (default 15s; negative disables them).
 	KeepAlive time.Duration
@@ -78,6 +82,9 @@ func New(opts Options, rt *Routing) *Server {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 4096
 	}
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = 30 * time.Second
