@@ -16,9 +16,15 @@ import (
 	"github.com/agentbridge/bridge/translate"
 )
 
+// apSubmitOps are the operations whose answer is the README's "Event|None".
+var apSubmitOps = map[string]bool{"process": true, "run": true, "resume": true, "configure": true}
+
 // FuzzAPServer feeds arbitrary paths and bodies to the Agent Protocol
 // handler through a fasthttp RequestCtx, with no network: it must never
-// panic, and must always answer JSON, or SSE whose data are JSON.
+// panic, and must always answer JSON, or SSE whose data are JSON. A submit
+// (process, run, resume, configure) that succeeds answers one JSON object
+// (the README's "-> Event"; the agentic dialect's {request_id, thread_id}),
+// unless until=settled asked for the whole turn.
 //
 // The agent behind it is the reference agent with [ask] and [slow] taken
 // out of the text: a stream follows a request to its end, and with no
@@ -28,6 +34,10 @@ func FuzzAPServer(f *testing.F) {
 		{"/", ""}, {"/_discovery", ""}, {"/ref/describe", ""},
 		{"/ref/process", `{"input":"hi [tool] [file]","request_id":"f1"}`},
 		{"/ref/process?wait=true", `{"input":"x [fail]"}`},
+		{"/ref/process?wait=true&until=settled", `{"input":"hi [tool]","request_id":"f2"}`},
+		{"/ref/process?until=settled", `{"request_id":"f2"}`},
+		{"/ref/run?wait=true", `{"input":"r","thread_id":"t2"}`},
+		{"/process?wait=true", `{"args":{"a":1}}`},
 		{"/ref/run", `{"input":"hi","thread_id":"t1"}`},
 		{"/ref/process", `{"prompt":"agentic"}`},
 		{"/ref/process", `{"request_id":"f1"}`},
@@ -101,6 +111,12 @@ func FuzzAPServer(f *testing.F) {
 			case strings.HasPrefix(ct, "application/json"):
 				if !json.Valid(out) {
 					t.Fatalf("%s %s: answer is not JSON: %q", method, path, out)
+				}
+				p, _ := parseAPPath(rest)
+				if method == "POST" && ctx.Response.StatusCode() < 300 && apSubmitOps[p.op] && !ctx.QueryArgs().Has("until") {
+					if first := bytes.TrimLeft(out, " \t\r\n"); len(first) == 0 || first[0] != '{' {
+						t.Fatalf("%s %s: HTTP %d: a submit answered %q, not one event object", method, path, ctx.Response.StatusCode(), out)
+					}
 				}
 			default:
 				t.Fatalf("%s %s: HTTP %d %q: %q", method, path, ctx.Response.StatusCode(), ct, out)

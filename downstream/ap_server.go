@@ -40,8 +40,12 @@ import (
 // # Endpoints (relative to the agent's path)
 //
 //	GET  /describe                 AgentDescriptor (a chat operation)
-//	POST /process, /run            a Request: chat, resume, cancel or configure
-//	     ?wait=true                answer when the turn settles, with its events
+//	POST /process, /run            a Request: chat, resume, cancel or configure;
+//	                               answers one event (below), 202 without wait
+//	     ?wait=true                200 with the event (README: "wait=True ->
+//	                               RequestStarted"), as soon as it is started
+//	     ?until=settled            the bridge's: once the turn settles, a JSON
+//	                               array of the events the command caused
 //	POST /resume                   the agentic server's resume ({continue_result})
 //	POST /configure                acknowledged: RequestCompleted success
 //	POST /stream_request           process + stream (SSE) in one call
@@ -50,6 +54,28 @@ import (
 //	GET  /request/{id}, /runs/{id} the state of a request
 //	GET  /runs, /threads           the agent's recent requests, newest first
 //	GET  /ws                       the WebSocket transport (ap_ws.go)
+//
+// # What a submit answers
+//
+// The README: "/process (Request) -> Event|None", wait "wait for the agent
+// response. Agent will return an Event response, otherwise the agent
+// returns only the HTTP status code", and its flows "POST /process
+// (ChatRequest(input), wait=True) -> RequestStarted (contains 'request_id'
+// and 'run_id')", "POST /process (ConfigureRequest(args), wait=True) ->
+// RequestCompleted"; the events then come from getevents. So a chat or a
+// resume is answered the request's start event (request_started, or
+// run_started in the run dialect: event 1 of the request, as getevents
+// writes it) as soon as the request is started: 200 with wait=true, 202
+// without (the same body, where the README needs none). A cancel is
+// carried out before the answer, which is the request's end event
+// (request_completed finish_reason canceled), 200; a configure is
+// request_completed success, 200. The agentic dialect answers
+// {request_id, thread_id}, as its server does. The bridge adds
+// ?until=settled (with or without wait=true): the answer waits until the
+// turn settles (ends, or waits for input) and is a JSON array of the
+// events the command caused, a chat's from its request_started: process
+// and getevents in one call. It is not the README's; clients of the README
+// leave it out.
 //
 // # Requests, runs and ids
 //

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -334,8 +335,31 @@ func TestAPReferenceBehaviours(t *testing.T) {
 					}
 				})
 				t.Run("wait/"+text, func(t *testing.T) {
+					// The README: wait=True -> RequestStarted, one event.
 					st, h, raw := apDo(t, "POST", agent+"/process?wait=true", apChatBody("", text), nil)
-					apCheckTurn(t, text, apJSONOK(t, st, h, raw, 200).Array())
+					started := apJSONOK(t, st, h, raw, 200)
+					rid := started.Get("request_id").String()
+					if !started.IsObject() || started.Get("type").String() != "request_started" || rid == "" || started.Get("run_id").String() == "" {
+						t.Fatalf("process?wait=true answered %s", raw)
+					}
+					st, h, raw = apDo(t, "GET", agent+"/getevents/"+rid+"?stream=true", "", nil)
+					if st != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+						t.Fatalf("stream: HTTP %d %s", st, raw)
+					}
+					evs := apData(apSSE(t, raw))
+					apCheckTurn(t, text, evs)
+					if evs[0].Raw != started.Raw {
+						t.Fatalf("process answered %s, the stream starts with %s", started.Raw, evs[0].Raw)
+					}
+				})
+				t.Run("settled/"+text, func(t *testing.T) {
+					// The bridge's convenience: the whole turn in one call.
+					st, h, raw := apDo(t, "POST", agent+"/process?wait=true&until=settled", apChatBody("", text), nil)
+					evs := apJSONOK(t, st, h, raw, 200)
+					if !evs.IsArray() {
+						t.Fatalf("process?until=settled answered %s", raw)
+					}
+					apCheckTurn(t, text, evs.Array())
 				})
 				t.Run("stream_request/"+text, func(t *testing.T) {
 					st, _, raw := apDo(t, "POST", agent+"/stream_request", apChatBody("", text), nil)
@@ -361,6 +385,106 @@ func TestAPReferenceBehaviours(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// apGate holds back every turn of inner until open is closed: its requests
+// are started, but their turns have not begun.
+func apGate(inner translate.Agent, open <-chan struct{}) translate.Agent {
+	return translate.AgentFunc(func(ctx context.Context, req *translate.Request) (translate.Stream, error) {
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return inner.Open(ctx, req)
+	})
+}
+
+// TestAPWaitAnswersStarted: process?wait=true answers the start event as
+// soon as the request is started (README: "POST /process
+// (ChatRequest(input), wait=True) -> RequestStarted"), in both README
+// dialects, while the turn is held back; until=settled answers only once
+// the turn settles, with the whole turn; a resume with wait=true answers
+// the start event of the request it continues; a ConfigureRequest with
+// wait=true answers RequestCompleted.
+func TestAPWaitAnswersStarted(t *testing.T) {
+	ref := refagent.New()
+	ref.Delay = 0
+	gate := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	base := serve(t, downstream.New(downstream.Options{Logger: quietLog()},
+		&downstream.Routing{Routes: []downstream.Route{{Name: "ref", Upstream: "ref", Proto: translate.ProtoAgentAPI, Agent: apGate(ref, gate)}}}))
+	t.Cleanup(release) // before the server's Shutdown
+	agent := base + "/ref"
+	client := &http.Client{Timeout: 10 * time.Second}
+
+	for _, d := range []struct{ op, typ, turn, session string }{
+		{"process", "request_started", "request_id", "run_id"},
+		{"run", "run_started", "run_id", "thread_id"},
+	} {
+		resp, err := client.Post(agent+"/"+d.op+"?wait=true", "application/json", strings.NewReader(apChatBody("", "held")))
+		if err != nil {
+			t.Fatalf("%s?wait=true did not answer while the turn was held back: %v", d.op, err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		started := apJSONOK(t, resp.StatusCode, resp.Header, raw, 200)
+		id := started.Get(d.turn).String()
+		if !started.IsObject() || started.Get("type").String() != d.typ || started.Get("id").Int() != 1 || id == "" || started.Get(d.session).String() == "" {
+			t.Fatalf("%s?wait=true answered %s", d.op, raw)
+		}
+		if st := apGetJSON(t, agent+"/request/"+id); st.Get("finish_reason").Exists() || st.Get("state").String() == "completed" {
+			t.Fatalf("%s?wait=true answered a request that is over: %s", d.op, st.Raw)
+		}
+	}
+
+	type answer struct {
+		status int
+		h      http.Header
+		raw    []byte
+		err    error
+	}
+	settled := make(chan answer, 1)
+	go func() {
+		resp, err := client.Post(agent+"/process?wait=true&until=settled", "application/json", strings.NewReader(apChatBody("whole", "held [tool]")))
+		if err != nil {
+			settled <- answer{err: err}
+			return
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		settled <- answer{resp.StatusCode, resp.Header, raw, err}
+	}()
+	select {
+	case a := <-settled:
+		t.Fatalf("until=settled answered before the turn began: HTTP %d %s %v", a.status, a.raw, a.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	a := <-settled
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	apCheckTurn(t, "held [tool]", apJSONOK(t, a.status, a.h, a.raw, 200).Array())
+
+	// A resume answers the start event of the request it continues.
+	st, h, raw := apDo(t, "POST", agent+"/process?until=settled", apChatBody("asker", "x [ask]"), nil)
+	first := apJSONOK(t, st, h, raw, 200).Array()
+	st, h, raw = apDo(t, "POST", agent+"/process?wait=true", `{"request_id":"asker","request_keys":{"input":"Paris"}}`, nil)
+	if res := apJSONOK(t, st, h, raw, 200); res.Raw != first[0].Raw || res.Get("request_id").String() != "asker" {
+		t.Fatalf("resume?wait=true answered %s, want %s", raw, first[0].Raw)
+	}
+	st, _, raw = apDo(t, "GET", agent+"/getevents/asker?stream=true", "", nil)
+	evs := apData(apSSE(t, raw))
+	if end := evs[len(evs)-1]; st != 200 || end.Get("finish_reason").String() != "success" || apTextAfterWait(evs) != "echo: Paris" {
+		t.Fatalf("after the resume: HTTP %d %s", st, apTypes(evs))
+	}
+	// Configure, the README's "ConfigureRequest(args), wait=True -> RequestCompleted".
+	st, h, raw = apDo(t, "POST", agent+"/process?wait=true", `{"args":{"temperature":0}}`, nil)
+	if c := apJSONOK(t, st, h, raw, 200); !c.IsObject() || c.Get("type").String() != "request_completed" || c.Get("finish_reason").String() != "success" {
+		t.Fatalf("configure?wait=true answered %s", raw)
 	}
 }
 
@@ -425,7 +549,7 @@ func TestAPAskAndResume(t *testing.T) {
 	for name, agent := range apBridges(t, downstream.Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("rest", func(t *testing.T) {
-				st, h, raw := apDo(t, "POST", agent+"/process?wait=true", apChatBody("", "x [ask]"), nil)
+				st, h, raw := apDo(t, "POST", agent+"/process?until=settled", apChatBody("", "x [ask]"), nil)
 				evs := apJSONOK(t, st, h, raw, 200).Array()
 				wait := evs[len(evs)-1]
 				if wait.Get("type").String() != "wait_for_input" || wait.Get("request_keys.input").String() != refagent.AskPrompt {
@@ -492,9 +616,9 @@ func TestAPAskAndResume(t *testing.T) {
 				}
 				// The run-dialect ids work on /process too: run_id names the run.
 				run := got[0].Get("run_id").String()
-				st, h, raw := apDo(t, "POST", agent+"/process?wait=true", `{"run_id":"`+run+`","request_keys":{"input":"Rome"}}`, nil)
+				st, h, raw := apDo(t, "POST", agent+"/process?wait=true&until=settled", `{"run_id":"`+run+`","request_keys":{"input":"Rome"}}`, nil)
 				cont := apJSONOK(t, st, h, raw, 200).Array()
-				if apText(cont) != "echo: Rome" {
+				if apText(cont) != "echo: Rome" || apTypes(cont[len(cont)-1:]) != "request_completed" {
 					t.Fatalf("resume answered %s", raw)
 				}
 				for got[len(got)-1].Get("type").String() != "request_completed" {
@@ -547,8 +671,9 @@ func TestAPCancelSlow(t *testing.T) {
 					got = append(got, ev.data)
 				}
 				st, h, raw = apDo(t, "POST", agent+"/process", `{"request_id":"`+rid+`"}`, nil)
-				ans := apJSONOK(t, st, h, raw, 200).Array()
-				if end := ans[len(ans)-1]; end.Get("finish_reason").String() != "canceled" {
+				canceled := apJSONOK(t, st, h, raw, 200)
+				if !canceled.IsObject() || canceled.Get("type").String() != "request_completed" ||
+					canceled.Get("finish_reason").String() != "canceled" || canceled.Get("request_id").String() != rid {
 					t.Fatalf("cancel answered %s", raw)
 				}
 				for {
@@ -562,13 +687,16 @@ func TestAPCancelSlow(t *testing.T) {
 				if end.Get("type").String() != "request_completed" || end.Get("finish_reason").String() != "canceled" {
 					t.Fatalf("stream ended with %s", end.Raw)
 				}
+				if end.Raw != canceled.Raw {
+					t.Fatalf("stream ended with %s, the cancel answered %s", end.Raw, canceled.Raw)
+				}
 				if apText(got) == "echo: long [slow]" {
 					t.Fatal("the whole reply came: nothing was canceled")
 				}
 				// Canceling again changes nothing.
-				st, h, raw = apDo(t, "POST", agent+"/process", `{"request_id":"`+rid+`"}`, nil)
-				if e := apJSONOK(t, st, h, raw, 200).Array(); e[len(e)-1].Get("finish_reason").String() != "canceled" {
-					t.Fatalf("second cancel %s", raw)
+				st, h, raw = apDo(t, "POST", agent+"/process?wait=true", `{"request_id":"`+rid+`"}`, nil)
+				if e := apJSONOK(t, st, h, raw, 200); e.Raw != end.Raw {
+					t.Fatalf("second cancel %s, want the request's end %s", raw, end.Raw)
 				}
 			})
 			t.Run("ws", func(t *testing.T) {
@@ -662,7 +790,7 @@ func TestAPResumeStream(t *testing.T) {
 				})
 			}
 			// Polling without since answers what came since the last poll.
-			st, h, raw = apDo(t, "POST", agent+"/process?wait=true", apChatBody("", "poll"), nil)
+			st, h, raw = apDo(t, "POST", agent+"/process?until=settled", apChatBody("", "poll"), nil)
 			rid = apJSONOK(t, st, h, raw, 200).Get("0.request_id").String()
 			first := apGetJSON(t, agent+"/getevents/"+rid).Array()
 			again := apGetJSON(t, agent+"/getevents/"+rid).Array()
@@ -782,7 +910,7 @@ func TestAPWebSocketMissedPongsClose(t *testing.T) {
 func TestAPBadInput(t *testing.T) {
 	agent := apBridges(t, downstream.Options{MaxBodyBytes: 4096})["inproc"]
 	base := strings.TrimSuffix(agent, "/ref")
-	st, h, raw := apDo(t, "POST", agent+"/process?wait=true", apChatBody("done", "hi"), nil)
+	st, h, raw := apDo(t, "POST", agent+"/process?wait=true&until=settled", apChatBody("done", "hi"), nil)
 	apJSONOK(t, st, h, raw, 200)
 	cases := []struct {
 		name, method, url, body string
@@ -843,7 +971,7 @@ func TestAPNoGoroutineLeftAfterShutdown(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	agent := "http://" + ln.Addr().String() + "/ref"
 	for i := 0; i < 5; i++ {
-		st, h, raw := apDo(t, "POST", agent+"/process?wait=true", apChatBody("", "hi [tool]"), nil)
+		st, h, raw := apDo(t, "POST", agent+"/process?wait=true&until=settled", apChatBody("", "hi [tool]"), nil)
 		apJSONOK(t, st, h, raw, 200)
 		st, _, _ = apDo(t, "POST", agent+"/stream_request", apChatBody("", "hi [file]"), nil)
 		if st != 200 {
@@ -854,7 +982,7 @@ func TestAPNoGoroutineLeftAfterShutdown(t *testing.T) {
 		apRead(t, c)
 		c.Close() // gone mid-stream
 	}
-	st, h, raw := apDo(t, "POST", agent+"/process?wait=true", apChatBody("paused", "q [ask]"), nil)
+	st, h, raw := apDo(t, "POST", agent+"/process?until=settled", apChatBody("paused", "q [ask]"), nil)
 	apJSONOK(t, st, h, raw, 200)
 	_, stop := apOpenSSE(t, agent+"/getevents/paused?stream=true", nil)
 	defer stop()
@@ -882,5 +1010,48 @@ func TestAPNoGoroutineLeftAfterShutdown(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after Shutdown:\n%s", before, after, bytes.TrimSpace(buf[:n]))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAPOwnClientEveryDialect: the bridge's Agent Protocol client
+// (upstream.AgentProtocol) against its server, in each 2025 dialect the
+// client can be configured for (the matrix test detects, which gives
+// process): every reference behaviour, and an answer to [ask].
+func TestAPOwnClientEveryDialect(t *testing.T) {
+	ref := refagent.New()
+	ref.Delay = 5 * time.Millisecond
+	base := serve(t, downstream.New(downstream.Options{Logger: quietLog(), Accept: []string{translate.ProtoAgentProtocol}},
+		&downstream.Routing{Routes: []downstream.Route{{Name: "ref", Upstream: "ref", Proto: translate.ProtoAgentAPI, Agent: ref}}}))
+	for _, d := range []string{upstream.APDialectProcess, upstream.APDialectRun, upstream.APDialectAgentic} {
+		t.Run(d, func(t *testing.T) {
+			c, err := upstream.NewAgentProtocol(upstream.Config{Name: "ap-" + d, URL: base, AP: upstream.APOptions{Dialect: d, Agent: "ref"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess := func(s string) string { return d + "-" + s }
+			if o := ask(t, c, sess("echo"), "hello"); o.state != translate.StateCompleted || o.text != "echo: hello" {
+				t.Errorf("echo: %+v", o)
+			}
+			o := ask(t, c, sess("tool"), "weather [tool]")
+			if want := refagent.ToolName + "(" + refagent.ToolArguments + ") -> " + refagent.ToolOutput; o.tool != want || o.text != "echo: weather [tool]" {
+				t.Errorf("tool: %+v, want tool %q", o, want)
+			}
+			o = ask(t, c, sess("file"), "report [file]")
+			if d != upstream.APDialectAgentic && !strings.Contains(o.artifact, refagent.FileURI) || o.state != translate.StateCompleted {
+				t.Errorf("file: %+v", o) // agentic has no artifact event
+			}
+			o = ask(t, c, sess("fail"), "x [fail]")
+			if o.state != translate.StateFailed || o.errCode == "" {
+				t.Errorf("fail: %+v", o)
+			}
+			o = ask(t, c, sess("ask"), "x [ask]")
+			if o.state != translate.StateInputRequired || o.question != refagent.AskPrompt {
+				t.Errorf("ask: %+v", o)
+			}
+			o = ask(t, c, sess("ask"), "Paris")
+			if o.state != translate.StateCompleted || o.text != "echo: Paris" {
+				t.Errorf("continuation: %+v", o)
+			}
+		})
 	}
 }

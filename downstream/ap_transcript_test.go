@@ -33,9 +33,10 @@ func apNormalize(b []byte) []byte {
 }
 
 // TestAPTranscripts serves each ap-*.txtar request to a bridge fronting the
-// reference agent in-process, over process?wait=true, getevents as SSE and
-// the WebSocket, and compares the normalized answers with the want
-// sections (-update rewrites them).
+// reference agent in-process, over process?wait=true (the README's answer:
+// the RequestStarted event), getevents as SSE, process?until=settled (the
+// bridge's whole-turn answer) and the WebSocket, and compares the
+// normalized answers with the want sections (-update rewrites them).
 func TestAPTranscripts(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/transcripts/ap-*.txtar")
 	if len(files) == 0 {
@@ -55,8 +56,11 @@ func TestAPTranscripts(t *testing.T) {
 			agent := base + "/ref"
 
 			st, h, raw := apDo(t, "POST", agent+"/process?wait=true", body, nil)
-			evs := apJSONOK(t, st, h, raw, 200).Array()
-			rid := evs[0].Get("request_id").String()
+			started := apJSONOK(t, st, h, raw, 200)
+			rid := started.Get("request_id").String()
+			if !started.IsObject() || rid == "" {
+				t.Fatalf("process?wait=true answered %s", raw)
+			}
 			process := prettyJSON(apNormalize(raw))
 
 			resp, err := http.Get(agent + "/getevents/" + rid + "?stream=true")
@@ -65,8 +69,16 @@ func TestAPTranscripts(t *testing.T) {
 			}
 			sse, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			apSSE(t, sse)
+			if evs := apSSE(t, sse); len(evs) == 0 || evs[0].data.Raw != started.Raw {
+				t.Fatalf("process answered %s, the stream %s", started.Raw, sse)
+			}
 			sse = apNormalize(sse)
+
+			st, h, raw = apDo(t, "POST", agent+"/process?wait=true&until=settled", body, nil)
+			if !apJSONOK(t, st, h, raw, 200).IsArray() {
+				t.Fatalf("process?until=settled answered %s", raw)
+			}
+			settled := prettyJSON(apNormalize(raw))
 
 			c := apDial(t, agent)
 			apSend(t, c, body)
@@ -88,6 +100,7 @@ func TestAPTranscripts(t *testing.T) {
 			if *update {
 				setSection(a, "want.process", process)
 				setSection(a, "want.getevents.sse", sse)
+				setSection(a, "want.process.settled", settled)
 				setSection(a, "want.ws", ws)
 				if err := os.WriteFile(file, txtar.Format(a), 0o644); err != nil {
 					t.Fatal(err)
@@ -97,7 +110,7 @@ func TestAPTranscripts(t *testing.T) {
 			for _, c := range []struct {
 				name string
 				got  []byte
-			}{{"want.process", process}, {"want.getevents.sse", sse}, {"want.ws", ws}} {
+			}{{"want.process", process}, {"want.getevents.sse", sse}, {"want.process.settled", settled}, {"want.ws", ws}} {
 				if want := section(a, c.name); !bytes.Equal(c.got, want) {
 					t.Errorf("%s:\n got: %s\nwant: %s", c.name, c.got, want)
 				}

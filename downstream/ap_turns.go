@@ -24,7 +24,7 @@ const (
 	apMetaAgent   = "ap.agent"
 	apMetaPolled  = "ap.polled"
 
-	// apMaxWait bounds how long process?wait=true and an agentic poll
+	// apMaxWait bounds how long process?until=settled and an agentic poll
 	// wait for the turn to settle before answering what there is.
 	apMaxWait = 5 * time.Minute
 )
@@ -89,6 +89,24 @@ func apParse(body []byte, op string, forced ap.Dialect) (*apSubmission, *apErr) 
 }
 
 // apProcess answers POST {agent}/process, /run, /resume and /configure.
+//
+// The answers follow the README's "POST /process (Request) -> Event|None":
+//   - a chat or a resume: the request's start event (request_started, or
+//     run_started in the run dialect), which names the request and its run,
+//     as soon as the turn is started: 200 with ?wait=true (the README's
+//     "ChatRequest(input), wait=True -> RequestStarted"), 202 without
+//     (where the README answers only a status code, the body is a bonus);
+//   - a cancel: 200 with the request's end (request_completed
+//     finish_reason canceled, or the end it had already), since the cancel
+//     is carried out before the answer;
+//   - a configure: 200 with request_completed success (apConfigured);
+//   - agentic dialect: {request_id, thread_id} at once, as its server does.
+//
+// ?until=settled (alone or with wait=true) is the bridge's convenience, not
+// the README's: it answers, once the turn settles (ends or waits for
+// input; bounded by apMaxWait), a JSON array of the events the command
+// caused (a chat: the request's whole turn from request_started), so that
+// one call does what process + getevents do.
 func (s *Server) apProcess(ctx *fasthttp.RequestCtx, a apAgent, op string) {
 	sub, e := apParse(ctx.PostBody(), op, ap.DialectUnknown)
 	if e != nil {
@@ -99,29 +117,34 @@ func (s *Server) apProcess(ctx *fasthttp.RequestCtx, a apAgent, op string) {
 		apJSON(ctx, fasthttp.StatusOK, apConfigured(a, sub.dialect))
 		return
 	}
-	wait := apBool(ctx.QueryArgs().Peek("wait"))
+	args := ctx.QueryArgs()
+	wait := apBool(args.Peek("wait"))
+	settled := string(args.Peek("until")) == "settled"
 	x, after, e := s.apCommand(a, sub, forwardHeaders(ctx))
 	if e != nil {
 		apError(ctx, e.status, e.code, e.msg)
 		return
 	}
 	d := apDialectOf(x)
+	cancel := sub.req.Command == translate.CommandCancel
 	switch {
-	case d == ap.DialectAgentic && sub.req.Command != translate.CommandCancel:
+	case d == ap.DialectAgentic && !cancel:
 		b, _ := json.Marshal(ap.AgenticStartResponse{RequestID: x.ClientID, ThreadID: &x.Session})
 		apJSON(ctx, fasthttp.StatusOK, b)
 		return
-	case sub.req.Command == translate.CommandCancel:
-		// the cancel is done: its answer is the request's end
-	case wait:
+	case settled && !cancel:
 		wctx, stop := apContext(ctx, context.Background())
-		wctx, cancel := context.WithTimeout(wctx, apMaxWait)
+		wctx, cancelWait := context.WithTimeout(wctx, apMaxWait)
 		_ = s.follow(wctx, x.ID, after, nil, func(*translate.Event) error { return nil })
-		cancel()
+		cancelWait()
 		stop()
-	default:
+	case !cancel:
 		body, _ := s.apStartedObject(x)
-		apJSON(ctx, fasthttp.StatusAccepted, body)
+		status := fasthttp.StatusAccepted
+		if wait {
+			status = fasthttp.StatusOK
+		}
+		apJSON(ctx, status, body)
 		return
 	}
 	lines, _, err := s.apEncodeLog(x, 0, after)
@@ -129,7 +152,20 @@ func (s *Server) apProcess(ctx *fasthttp.RequestCtx, a apAgent, op string) {
 		apStoreError(ctx, err)
 		return
 	}
-	apJSON(ctx, fasthttp.StatusOK, ap.AppendArray(nil, lines))
+	if settled {
+		apJSON(ctx, fasthttp.StatusOK, ap.AppendArray(nil, lines))
+		return
+	}
+	// A cancel: the request's end event, the last the log holds.
+	var end []byte
+	for obj := range ap.Objects(lines) {
+		end = obj
+	}
+	if end == nil {
+		body, _ := s.apStartedObject(x)
+		end = body
+	}
+	apJSON(ctx, fasthttp.StatusOK, end)
 }
 
 // apConfigured is the answer to a ConfigureRequest: the canonical model
@@ -403,10 +439,16 @@ func apEncoder(x *store.Exchange) *ap.Encoder {
 
 // apStartedObject is the request's start event (request_started or
 // run_started): it names the request and its run, so it is the answer of a
-// process that does not wait.
+// process (with or without wait). It is the logged event 1, encoded as
+// getevents encodes it (same id, same timestamp); should the head of the
+// log be gone, one made from the request's creation.
 func (s *Server) apStartedObject(x *store.Exchange) ([]byte, error) {
-	enc := apEncoder(x)
-	lines := enc.Encode(nil, &translate.Event{Kind: translate.KindState, State: translate.StateSubmitted, Time: x.Created}, 1)
+	ev := &translate.Event{Kind: translate.KindState, State: translate.StateSubmitted, Time: x.Created, Seq: 1}
+	if evs, err := s.store.Events(x.ID, 0); err == nil && len(evs) > 0 && evs[0].Seq == 1 &&
+		evs[0].Kind == translate.KindState && evs[0].State == translate.StateSubmitted {
+		ev = evs[0]
+	}
+	lines := apEncoder(x).Encode(nil, ev, ev.Seq)
 	for obj := range ap.Objects(lines) {
 		return obj, nil
 	}

@@ -21,7 +21,7 @@ import (
 
 // The Agent Protocol WebSocket: GET {agent}/ws upgrades (the draft names
 // WebSocket as an optional transport and defines nothing more; this framing
-// is the bridge's, see AP_WEBSOCKET.md).
+// is the bridge's, see README.md, "Agent Protocol over WebSocket").
 //
 // Client → server: one JSON object per text (or binary) frame, the body a
 // REST POST {agent}/process takes (ChatRequest {input}, ResumeWithInput

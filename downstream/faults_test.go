@@ -52,6 +52,8 @@ func upstreamClient(t *testing.T, up, base string, cfg upstream.Config) translat
 	case translate.ProtoAIP:
 		cfg.AIP.Mode = upstream.AIPModeStream
 		a, err = upstream.NewAIP(cfg)
+	case translate.ProtoAgentProtocol:
+		a, err = upstream.NewAgentProtocol(cfg)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -73,31 +75,40 @@ func TestFaultsReachTheClientAsProtocolErrors(t *testing.T) {
 		want  map[string]want // by upstream protocol
 	}{
 		{faultproxy.Fault{Kind: faultproxy.Refuse}, map[string]want{
-			"agentapi": {"failed", translate.CodeUpstreamUnavailable}, "aip": {"failed", translate.CodeUpstreamUnavailable}}},
+			"agentapi": {"failed", translate.CodeUpstreamUnavailable}, "aip": {"failed", translate.CodeUpstreamUnavailable},
+			"agentprotocol": {"failed", translate.CodeUpstreamUnavailable}}},
 		{faultproxy.Fault{Kind: faultproxy.Hang}, map[string]want{
-			"agentapi": {"failed", translate.CodeUpstreamTimeout}, "aip": {"failed", translate.CodeUpstreamTimeout}}},
+			"agentapi": {"failed", translate.CodeUpstreamTimeout}, "aip": {"failed", translate.CodeUpstreamTimeout},
+			"agentprotocol": {"failed", translate.CodeUpstreamTimeout}}},
 		{faultproxy.Fault{Kind: faultproxy.Delay, Delay: 200 * time.Millisecond}, map[string]want{
-			"agentapi": {"completed", ""}, "aip": {"completed", ""}}},
+			"agentapi": {"completed", ""}, "aip": {"completed", ""}, "agentprotocol": {"completed", ""}}},
 		{faultproxy.Fault{Kind: faultproxy.Status5xx, Status: 502}, map[string]want{
-			"agentapi": {"failed", translate.CodeUpstreamError}, "aip": {"failed", translate.CodeUpstreamError}}},
+			"agentapi": {"failed", translate.CodeUpstreamError}, "aip": {"failed", translate.CodeUpstreamError},
+			"agentprotocol": {"failed", translate.CodeUpstreamError}}},
 		{faultproxy.Fault{Kind: faultproxy.TooMany, RetryAfter: time.Second}, map[string]want{
-			"agentapi": {"failed", translate.CodeUpstreamUnavailable}, "aip": {"failed", translate.CodeUpstreamUnavailable}}},
+			"agentapi": {"failed", translate.CodeUpstreamUnavailable}, "aip": {"failed", translate.CodeUpstreamUnavailable},
+			"agentprotocol": {"failed", translate.CodeUpstreamUnavailable}}},
 		// Garbage makes no event: the Agent API stream ends without a
 		// terminal response (canceled, as the protocol reads an
 		// interrupted run); the AIP client tries to resume the task, which
 		// the partner never saw.
 		{faultproxy.Fault{Kind: faultproxy.Garbage}, map[string]want{
-			"agentapi": {"canceled", translate.CodeStreamIncomplete}, "aip": {"failed", translate.CodeStreamIncomplete}}},
+			"agentapi": {"canceled", translate.CodeStreamIncomplete}, "aip": {"failed", translate.CodeStreamIncomplete},
+			"agentprotocol": {"failed", translate.CodeUpstreamError}}},
 		// The Agent API's own clients skip lines that are not JSON, and so
-		// does the bridge; AIP frames must parse.
+		// does the bridge; AIP frames must parse; the Agent Protocol client
+		// reads a data line that is not a JSON object as plain text (the
+		// agentic dialect sends some), and its stream goes on.
 		{faultproxy.Fault{Kind: faultproxy.InvalidJSON, After: 2}, map[string]want{
-			"agentapi": {"completed", ""}, "aip": {"failed", translate.CodeUpstreamError}}},
+			"agentapi": {"completed", ""}, "aip": {"failed", translate.CodeUpstreamError},
+			"agentprotocol": {"completed", ""}}},
 		// A cut AIP stream is resumed with re-stream; an Agent API stream
 		// cannot be, and ends canceled with the incomplete-stream code.
 		{faultproxy.Fault{Kind: faultproxy.Cut, After: 3}, map[string]want{
-			"agentapi": {"canceled", translate.CodeStreamIncomplete}, "aip": {"completed", ""}}},
+			"agentapi": {"canceled", translate.CodeStreamIncomplete}, "aip": {"completed", ""},
+			"agentprotocol": {"completed", ""}}},
 		{faultproxy.Fault{Kind: faultproxy.Drip, Delay: 100 * time.Microsecond}, map[string]want{
-			"agentapi": {"completed", ""}, "aip": {"completed", ""}}},
+			"agentapi": {"completed", ""}, "aip": {"completed", ""}, "agentprotocol": {"completed", ""}}},
 	}
 	for _, up := range matrixProtocols {
 		for _, c := range cases {

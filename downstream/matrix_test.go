@@ -15,8 +15,8 @@ import (
 
 // matrixProtocols are the protocols the matrix test crosses, as client
 // (downstream) and as agent (upstream). Each needs a reference agent server
-// and a client; the Agent Protocol joins when its server and client land.
-var matrixProtocols = []string{translate.ProtoAgentAPI, translate.ProtoAIP}
+// and a client.
+var matrixProtocols = []string{translate.ProtoAgentAPI, translate.ProtoAIP, translate.ProtoAgentProtocol}
 
 // protocolServer serves the reference agent natively in protocol p.
 func protocolServer(t *testing.T, p string, delay time.Duration) string {
@@ -45,6 +45,8 @@ func protocolClient(t *testing.T, p, base string) translate.Agent {
 		a, err = upstream.NewAgentAPI(cfg)
 	case translate.ProtoAIP:
 		a, err = upstream.NewAIP(cfg)
+	case translate.ProtoAgentProtocol:
+		a, err = upstream.NewAgentProtocol(cfg)
 	default:
 		t.Fatalf("no client for %s", p)
 	}

@@ -88,12 +88,15 @@ func (o APOptions) withDefaults() APOptions {
 //     {agent}/getevents/{request_id}?stream=true (get_events/{run_id}) and
 //     decode the SSE with agentprotocol.EventDecoder. In process the bridge
 //     names the turn (request_id "req_<uuid>"), so an agent that answers
-//     only a status code works too. When the stream ends or breaks before
-//     the turn settled, it is reopened with since= the last event id, up to
-//     ResumeRetries times with doubling backoff (the count restarts after
-//     each event); events at or below that id are dropped should the agent
-//     ignore since, so every event is delivered once, in order. A turn whose
-//     events carry no id cannot be resumed.
+//     only a status code works too. The answer's event is the turn's
+//     first, unless its id shows it was delivered already (a resume may be
+//     answered the start event of the turn it continues). When the stream
+//     ends or breaks before the turn settled, it is reopened with since=
+//     the last event id, up to ResumeRetries times with doubling backoff
+//     (the count restarts after each event); events at or below that id
+//     are dropped should the agent ignore since, so every event is
+//     delivered once, in order. A turn whose events carry no id cannot be
+//     resumed.
 //   - agentic (the reference server): POST {agent}/process {prompt,
 //     thread_id}, then GET {agent}/getevents?request_id=&stream=true. Its
 //     events have no ids and its queue is drained by the reader, so a cut

@@ -18,7 +18,11 @@ import (
 //
 //   - process: GET / [[name, path]], GET /echo/describe, POST
 //     /echo/process?wait= (ChatRequest, ResumeWithInput, CancelRequest), GET
-//     /echo/getevents/{request_id}?stream=true&since=N (SSE with id: lines);
+//     /echo/getevents/{request_id}?stream=true&since=N (SSE with id: lines).
+//     A chat or resume with wait=true is answered the turn's
+//     request_started event (the README's "ChatRequest(input), wait=True ->
+//     RequestStarted"; a resume names the request it continues the same
+//     way), without wait only a status code;
 //   - run: the same with /echo/run, /echo/get_events/{run_id}, run_started
 //     and run_completed, thread_id as the session;
 //   - agentic: GET /_discovery ["/echo"], POST /echo/process {prompt},
@@ -50,6 +54,7 @@ type apFake struct {
 	garbageEvent bool          // send an event whose data is not JSON
 	slowDelay    time.Duration // the delay of [slow] (default 50ms)
 	runningSteps int           // v1: answer this many running steps before completing one
+	statusOnly   bool          // answer chats and resumes with only a status, whatever wait says
 
 	turns   map[string]*apFakeTurn
 	tasks   map[string]*apFakeTask
@@ -272,8 +277,7 @@ func (f *apFake) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, map[string]any{"request_id": t.id, "thread_id": t.session})
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(t.log[0])
+		f.answerStart(w, r, t)
 	case body["request_keys"] != nil || body["continue_result"] != nil: // resume
 		keys, _ := body["request_keys"].(map[string]any)
 		id := str(tk)
@@ -293,7 +297,7 @@ func (f *apFake) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, map[string]any{"request_id": t.id, "thread_id": t.session})
 			return
 		}
-		w.WriteHeader(200) // wait ignored: only a status
+		f.answerStart(w, r, t) // the request goes on: its start event names it
 	default: // cancel
 		id := str(tk)
 		t := f.turns[id]
@@ -308,6 +312,19 @@ func (f *apFake) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(200)
 	}
+}
+
+// answerStart answers a chat or a resume as the README has it: with
+// ?wait=true the RequestStarted (RunStarted) event, the turn's first,
+// which names the turn and its session; without, only a status code. With
+// statusOnly (an agent that ignores wait) it is only a status either way.
+func (f *apFake) answerStart(w http.ResponseWriter, r *http.Request, t *apFakeTurn) {
+	if f.statusOnly || r.URL.Query().Get("wait") != "true" {
+		w.WriteHeader(202)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(t.log[0])
 }
 
 // play runs the script of a turn (or of its continuation).

@@ -98,7 +98,7 @@ func (s *apStream) open2025(req *translate.Request) error {
 		r.Command, r.ID, since = translate.CommandContinue, s.sess.turn, s.sess.lastID
 		s.sess.turn, s.sess.lastID = "", 0 // taken: a waiting turn is answered once
 	}
-	if err := s.submit(&r); err != nil {
+	if err := s.submit(&r, since); err != nil {
 		return err
 	}
 	s.last = since
@@ -107,8 +107,11 @@ func (s *apStream) open2025(req *translate.Request) error {
 
 // submit POSTs r and reads the turn and session ids from the answer. A
 // README agent of unknown edition is sent process first, run after a 404
-// or 405.
-func (s *apStream) submit(r *translate.Request) error {
+// or 405. An event the answer carries (the README's wait=true
+// RequestStarted) is decoded unless its id is at or below since: the answer
+// to a ResumeWithInput may name the request with its start event, which
+// the turn that waited for input delivered already.
+func (s *apStream) submit(r *translate.Request, since uint64) error {
 	if r.Command == translate.CommandStart {
 		r.ID = ""
 	}
@@ -159,7 +162,9 @@ func (s *apStream) submit(r *translate.Request) error {
 		}
 		s.sess.kind = s.t.kind
 		if res.Event != nil {
-			s.queue, _ = s.dec.Decode(s.queue, res.Event)
+			if id := gjson.GetBytes(res.Event, "id"); since == 0 || id.Type != gjson.Number || id.Uint() > since {
+				s.queue, _ = s.dec.Decode(s.queue, res.Event)
+			}
 		}
 		return nil
 	}

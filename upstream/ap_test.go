@@ -182,6 +182,18 @@ func TestAPAskThenResume(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("resume:\n got %q\nwant %q", got, want)
 			}
+			if d == APDialectProcess || d == APDialectRun {
+				// The resume was answered the request's start event, which
+				// the turn that asked delivered already: not again.
+				if all := aipSummary(evs); slices.Contains(all, "state:submitted") {
+					t.Errorf("the continuation delivered the start event again: %q", all)
+				}
+				for _, c := range f.Calls() {
+					if c.Method == "POST" && c.Query != "wait=true" {
+						t.Errorf("POST %s?%s: a submit without wait=true", c.Path, c.Query)
+					}
+				}
+			}
 			subs := apSubmits(f.Calls())
 			last := subs[len(subs)-1]
 			switch d {
@@ -202,6 +214,37 @@ func TestAPAskThenResume(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAPStatusOnlyAnswer: a process agent that answers a submit with only
+// a status code (the README's answer without wait, from an agent that
+// ignores wait) is read by the request_id the client chose.
+func TestAPStatusOnlyAnswer(t *testing.T) {
+	f := newAPFake(t, APDialectProcess)
+	f.set(func(f *apFake) { f.statusOnly = true })
+	a := newAPClient(t, f.URL(), APOptions{Dialect: APDialectProcess, Agent: "echo"})
+	evs, err := apCollect(t, a, context.Background(), aipUserRequest("s", "[ask] hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := apSummary(evs); len(got) < 2 || got[len(got)-1] != "state:input-required" {
+		t.Fatalf("ask: %q", got)
+	}
+	if evs[0].Kind != translate.KindState || evs[0].State != translate.StateSubmitted {
+		t.Errorf("first event %v %v, want the submitted state from the event stream", evs[0].Kind, evs[0].State)
+	}
+	evs, err = apCollect(t, a, context.Background(), apContinue("s", "Paris"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start:assistant", "text:ec", "text:ho: ", "text:Paris", "end", "state:completed"}
+	if got := apSummary(evs); !reflect.DeepEqual(got, want) {
+		t.Errorf("resume:\n got %q\nwant %q", got, want)
+	}
+	subs := apSubmits(f.Calls())
+	if len(subs) != 2 || !strings.Contains(subs[0], `"request_id":"req_`) {
+		t.Errorf("submits %q", subs)
 	}
 }
 
