@@ -16,7 +16,7 @@ import (
 
 func cmdAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("agent", "agent [--protocol P] [--listen ADDR]", stderr)
-	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol the reference agent speaks: agentapi or aip")
+	proto := fs.String("protocol", translate.ProtoAgentAPI, "protocol the reference agent speaks: agentapi, aip or agentprotocol (ap)")
 	listen := fs.String("listen", "127.0.0.1:8090", "address to listen on")
 	apiPath := fs.String("agentapi-path", "/process", "path of the Agent API endpoint")
 	slow := fs.Duration("slow-delay", refagent.SlowDelay, "pause between events of a [slow] answer")
@@ -48,9 +48,6 @@ func cmdAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // newReferenceAgent serves the reference agent in protocol p: the
 // protocol's own downstream server, fronting the agent in-process.
 func newReferenceAgent(p, apiPath string, slow time.Duration, log *slog.Logger) (*downstream.Server, error) {
-	if p == translate.ProtoAgentProtocol {
-		return nil, fmt.Errorf("the reference agent does not speak %s yet (see README's protocol table)", p)
-	}
 	a := refagent.New()
 	a.Delay = slow
 	rt := &downstream.Routing{Routes: []downstream.Route{{Name: "reference", Upstream: "reference", Proto: p, Agent: a}}}

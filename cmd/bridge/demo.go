@@ -25,10 +25,11 @@ type demoAgent struct {
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", "demo [--listen ADDR] [--agent-listen ADDR] [--aip-agent-listen ADDR]", stderr)
+	fs := newFlags("demo", "demo [--listen ADDR] [--agent-listen ADDR] [--aip-agent-listen ADDR] [--ap-agent-listen ADDR] [--admin ADDR]", stderr)
 	listen := fs.String("listen", "127.0.0.1:9000", "address of the bridge")
 	agentListen := fs.String("agent-listen", "127.0.0.1:8090", "address of the reference agent speaking the Agent API")
 	aipListen := fs.String("aip-agent-listen", "127.0.0.1:8091", "address of the reference agent speaking AIP")
+	apListen := fs.String("ap-agent-listen", "127.0.0.1:8092", "address of the reference agent speaking the Agent Protocol")
 	adminListen := fs.String("admin", "127.0.0.1:9001", "address of the admin listener: metrics, admin API and page (empty: off)")
 	var lf logFlags
 	lf.register(fs)
@@ -42,6 +43,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	agents := []*demoAgent{
 		{proto: translate.ProtoAgentAPI, listen: *agentListen},
 		{proto: translate.ProtoAIP, listen: *aipListen, prefix: "/to-aip"},
+		{proto: translate.ProtoAgentProtocol, listen: *apListen, prefix: "/to-ap"},
 	}
 	cfg := &mapping.Config{Listen: *listen, Admin: *adminListen}
 	for _, a := range agents {
@@ -105,6 +107,11 @@ Bridge %[1]s (every protocol on one port; the path picks the agent):
   Agent API       AIP            POST %[1]s/to-aip/process
   AIP             Agent API      POST %[1]s/rpc, %[1]s/stream, %[1]s/notification/...
   AIP             AIP            POST %[1]s/to-aip/rpc, %[1]s/to-aip/stream
+  Agent API       Agent Protocol POST %[1]s/to-ap/process
+  AIP             Agent Protocol POST %[1]s/to-ap/rpc
+  Agent Protocol  any            GET  %[1]s/ lists the agents; POST %[1]s/{agent}/stream_request,
+                                 /{agent}/process then /{agent}/getevents/{id}?stream=true, /{agent}/ws
+  agentprotocol.ai v1            %[1]s/ap/v1/agent/tasks (and /to-aip/ap/v1/..., /to-ap/ap/v1/...)
   health                         GET  %[1]s/health
 
 Stream a reply through the bridge:
@@ -121,6 +128,7 @@ or with the terminal client:
 
   go run ./cmd/bridge call --protocol agentapi --url %[1]s "hello [tool]"
   go run ./cmd/bridge call --protocol aip --url %[1]s/to-aip "hello [file]"
+  go run ./cmd/bridge call --protocol ap --url %[1]s "hello [ask]"
 
 Markers in the text choose the reference agent's behaviour: [tool] [file] [ask] [fail] [slow].
 `, base)

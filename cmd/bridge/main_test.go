@@ -76,7 +76,7 @@ func TestDemoAndCall(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--aip-agent-listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, &out, &errOut)
+		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--aip-agent-listen", "127.0.0.1:0", "--ap-agent-listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	re := regexp.MustCompile(`call --protocol agentapi --url (http://[0-9.:]+) `)
 	var base string
