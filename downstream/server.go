@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/agentbridge/bridge/internal/store"
@@ -172,7 +173,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	switch {
-	case s.accepts(translate.ProtoAgentAPI) && string(rest) == s.opts.AgentAPIPath:
+	case s.accepts(translate.ProtoAgentAPI) && string(rest) == s.opts.AgentAPIPath &&
+		!(s.accepts(translate.ProtoAgentProtocol) && looksLikeAgentProtocol(ctx.PostBody())):
 		proto = translate.ProtoAgentAPI
 		s.serveAgentAPI(ctx, route)
 	case s.accepts(translate.ProtoAIP) && s.matchAIP(ctx, rest):
@@ -197,6 +199,22 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ctx.SetBodyString(`{"status":"healthy","runner":"ready"}`)
+}
+
+// looksLikeAgentProtocol tells an Agent Protocol request posted to
+// {agent}/process from an Agent API one when the agent's path makes them
+// share a path: the Agent API's input is a list of messages, the Agent
+// Protocol's a string (or a prompt, or a resume, cancel or configure).
+func looksLikeAgentProtocol(body []byte) bool {
+	if !gjson.ValidBytes(body) {
+		return false
+	}
+	r := gjson.ParseBytes(body)
+	if in := r.Get("input"); in.Exists() {
+		return in.Type == gjson.String
+	}
+	return r.Get("prompt").Exists() || r.Get("request_keys").Exists() || r.Get("args").Exists() ||
+		r.Get("request_id").Exists() || r.Get("run_id").Exists() || r.Get("thread_id").Exists()
 }
 
 // transportError answers what fasthttp rejects before the handler: a body

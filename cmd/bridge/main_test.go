@@ -102,6 +102,13 @@ func TestDemoAndCall(t *testing.T) {
 			t.Fatalf("call --protocol aip --url %s: %d\n%s\n%s", url, code, got, e)
 		}
 	}
+	// Agent Protocol client → bridge → the first agent GET / lists, whose
+	// path is a route prefix: {prefix}/process is told from the Agent API's
+	// by its body.
+	code, got, e = runCmd(t, "call", "--protocol", "ap", "--url", base, "hello [tool]")
+	if code != 0 || !strings.Contains(got, "echo: hello [tool]") || !strings.Contains(got, "[tool call] get_weather") {
+		t.Fatalf("call --protocol ap: %d\n%s\n%s", code, got, e)
+	}
 	// Agent API client → bridge → AIP agent.
 	code, got, e = runCmd(t, "call", "--url", base+"/to-aip/process", "hello")
 	if code != 0 || !strings.Contains(got, "echo: hello") {
