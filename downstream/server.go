@@ -174,7 +174,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}()
 	switch {
 	case s.accepts(translate.ProtoAgentAPI) && string(rest) == s.opts.AgentAPIPath &&
-		!(s.accepts(translate.ProtoAgentProtocol) && looksLikeAgentProtocol(ctx.PostBody())):
+		!(s.accepts(translate.ProtoAgentProtocol) && agentAtPrefix(route) && looksLikeAgentProtocol(ctx.PostBody())):
 		proto = translate.ProtoAgentAPI
 		s.serveAgentAPI(ctx, route)
 	case s.accepts(translate.ProtoAIP) && s.matchAIP(ctx, rest):
@@ -199,6 +199,14 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ctx.SetBodyString(`{"status":"healthy","runner":"ready"}`)
+}
+
+// agentAtPrefix reports whether the route's path prefix is where an Agent
+// Protocol client finds the agent: only there does {agent}/process share
+// its path with the Agent API endpoint. At the root, /process is the Agent
+// API's alone, and a malformed Agent API request gets its own 400.
+func agentAtPrefix(r *Route) bool {
+	return r != nil && r.PathPrefix != "" && r.PathPrefix != "/"
 }
 
 // looksLikeAgentProtocol tells an Agent Protocol request posted to
