@@ -30,7 +30,7 @@ type observability struct {
 }
 
 // newObservability returns the metrics and frame log of gw when cfg has an
-// admin address, else nil. Breaker states are read from gw.agents at scrape
+// admin address, else nil. Breaker states are read from gw.agents (the current clients) at scrape
 // time, so gw's upstreams may be added after this call.
 func newObservability(cfg *mapping.Config, st store.Store, gw *gateway) *observability {
 	if cfg.Admin == "" {
@@ -76,7 +76,7 @@ func (o *observability) breakerChanged(name, from, to string) {
 
 // breakerOf returns the breaker of upstream name, or nil.
 func (o *observability) breakerOf(name string) *upstream.Breaker {
-	if b, ok := o.gw.agents[name].(interface{ Breaker() *upstream.Breaker }); ok {
+	if b, ok := (*o.gw.agents.Load())[name].(interface{ Breaker() *upstream.Breaker }); ok {
 		return b.Breaker()
 	}
 	return nil

@@ -65,7 +65,7 @@ type reloader struct {
 // from path, override applied).
 func newReloader(path string, cfg *mapping.Config, gw *gateway, override func(*mapping.Config), log *slog.Logger) *reloader {
 	r := &reloader{path: path, gw: gw, override: override, log: log, debounce: reloadDebounce,
-		cfg: cfg, agents: maps.Clone(gw.agents)}
+		cfg: cfg, agents: maps.Clone(*gw.agents.Load())}
 	r.seen, _ = os.ReadFile(path)
 	return r
 }
@@ -235,6 +235,7 @@ func (r *reloader) apply(cfg *mapping.Config) (added, changed, removed []string,
 	r.gw.server.SetRouting(routingFor(cfg, agents))
 	r.gw.obs.setConfig(cfg)
 	r.cfg, r.agents = cfg, agents
+	r.gw.agents.Store(&agents) // the admin view follows the clients in service
 	return added, changed, removed, nil
 }
 

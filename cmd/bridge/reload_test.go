@@ -332,6 +332,14 @@ func TestReloadOnSIGHUP(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
 	}
+	// The admin view reads the clients in service, not those of the start.
+	clients := *gw.agents.Load()
+	if _, ok := clients["three"]; !ok {
+		t.Errorf("gateway clients after reload: %v", clients)
+	}
+	if _, ok := clients["two"]; ok {
+		t.Errorf("removed upstream still among the gateway's clients")
+	}
 }
 
 func TestRestartNeeded(t *testing.T) {

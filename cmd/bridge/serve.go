@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -160,9 +161,11 @@ func acceptList(a []string) string {
 // server's routes use.
 type gateway struct {
 	server *downstream.Server
-	agents map[string]translate.Agent // upstream clients by name
-	obs    *observability             // metrics and frames for the admin listener; nil when off
-	tracer *tracer.Tracer             // OTLP span export; nil when no endpoint is set
+	// agents holds the upstream clients by name; a reload swaps the map
+	// whole, and readers (the admin view) load it.
+	agents atomic.Pointer[map[string]translate.Agent]
+	obs    *observability // metrics and frames for the admin listener; nil when off
+	tracer *tracer.Tracer // OTLP span export; nil when no endpoint is set
 }
 
 // newGateway builds upstream clients and the server from a valid config.
@@ -172,9 +175,10 @@ func newGateway(cfg *mapping.Config, log *slog.Logger) (*gateway, error) {
 		MaxAge:               cfg.Limits.ExchangeMaxAge,
 		MaxEventsPerExchange: cfg.Limits.MaxEventsPerExchange,
 	}, nil)
-	gw := &gateway{agents: map[string]translate.Agent{}}
+	gw := &gateway{}
 	gw.obs = newObservability(cfg, st, gw)
-	agents := gw.agents
+	agents := map[string]translate.Agent{}
+	gw.agents.Store(&agents)
 	for _, u := range cfg.Upstreams {
 		uc := gw.upstreamConfig(cfg, u, log)
 		c, err := newUpstream(uc)
