@@ -113,7 +113,7 @@ type AIP struct {
 	c        *client
 	opts     AIPOptions
 	paths    map[string]string
-	sessions *aipSessions
+	sessions *sessionMap[*aipTask]
 
 	acsMu   sync.Mutex
 	acsMode string // AIPModeStream or AIPModeRPC once the ACS was read
@@ -139,7 +139,7 @@ func NewAIP(cfg Config) (*AIP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", cfg.Name, err)
 	}
-	return &AIP{c: c, opts: opts, paths: paths, sessions: newAIPSessions(opts.MaxSessions)}, nil
+	return &AIP{c: c, opts: opts, paths: paths, sessions: newSessionMap[*aipTask](opts.MaxSessions)}, nil
 }
 
 // Breaker returns the upstream's breaker.

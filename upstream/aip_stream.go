@@ -77,7 +77,7 @@ func (b *aipBody) Read(p []byte) (int, error) {
 // input, in the exchange's mode.
 func (s *aipStream) openTask(r *translate.Request) (translate.Stream, error) {
 	s.mode = s.a.mode(s.ctx, s.hdr)
-	if t := s.a.sessions.take(r.Session, translate.StateInputRequired); t != nil {
+	if t := s.a.sessions.take(r.Session, inState(translate.StateInputRequired)); t != nil {
 		r.Command, r.ID = translate.CommandContinue, t.id
 		s.task = t
 	} else {

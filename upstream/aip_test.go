@@ -582,7 +582,7 @@ func TestAIPResumeCommand(t *testing.T) {
 }
 
 func TestAIPSessionsBounded(t *testing.T) {
-	m := newAIPSessions(3)
+	m := newSessionMap[*aipTask](3)
 	for i := range 5 {
 		m.put(&aipTask{session: fmt.Sprint("s", i), id: fmt.Sprint("t", i), state: translate.StateInputRequired})
 	}
@@ -592,10 +592,10 @@ func TestAIPSessionsBounded(t *testing.T) {
 	if m.take("s0") != nil || m.take("s1") != nil {
 		t.Error("the oldest sessions were kept")
 	}
-	if got := m.take("s4", translate.StateAwaitingCompletion); got != nil {
+	if got := m.take("s4", inState(translate.StateAwaitingCompletion)); got != nil {
 		t.Error("took a task in another state")
 	}
-	if got := m.take("s4", translate.StateInputRequired); got == nil || got.id != "t4" {
+	if got := m.take("s4", inState(translate.StateInputRequired)); got == nil || got.id != "t4" {
 		t.Errorf("take s4 = %+v", got)
 	}
 	if m.take("s4") != nil {

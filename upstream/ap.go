@@ -150,7 +150,7 @@ type AgentProtocol struct {
 	c        *client
 	opts     APOptions
 	base     string // the configured URL's path, without a trailing slash
-	sessions *apSessions
+	sessions *sessionMap[*apSession]
 
 	mu     sync.Mutex
 	target apTarget // what detection found (or the configuration says)
@@ -180,7 +180,7 @@ func NewAgentProtocol(cfg Config) (*AgentProtocol, error) {
 		return nil, err
 	}
 	opts := cfg.AP.withDefaults()
-	a := &AgentProtocol{c: c, opts: opts, base: strings.TrimRight(c.url.Path, "/"), sessions: newAPSessions(opts.MaxSessions)}
+	a := &AgentProtocol{c: c, opts: opts, base: strings.TrimRight(c.url.Path, "/"), sessions: newSessionMap[*apSession](opts.MaxSessions)}
 	switch opts.Dialect {
 	case APDialectAuto:
 	case APDialectProcess, APDialectRun, APDialectAgentic:

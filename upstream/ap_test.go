@@ -644,7 +644,7 @@ func TestAPForwardsHeaders(t *testing.T) {
 }
 
 func TestAPSessionsBounded(t *testing.T) {
-	m := newAPSessions(3)
+	m := newSessionMap[*apSession](3)
 	for i := range 5 {
 		m.put(&apSession{key: fmt.Sprint("s", i), remote: fmt.Sprint("r", i)})
 	}
