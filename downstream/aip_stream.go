@@ -7,11 +7,9 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/agentbridge/bridge/internal/sse"
 	"github.com/agentbridge/bridge/internal/store"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/agentbridge/bridge/translate/aip"
@@ -155,30 +153,7 @@ func (j *aipStreamJob) run(w *bufio.Writer) {
 		return
 	}
 
-	if ka := s.opts.KeepAlive; ka > 0 {
-		var wg sync.WaitGroup
-		done := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(ka)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					if write(sse.KeepAlive) != nil {
-						cancel()
-						return
-					}
-				}
-			}
-		}()
-		defer func() { close(done); wg.Wait() }()
-	}
+	defer keepAlive(ctx, s.opts.KeepAlive, write, cancel)()
 
 	enc := aip.NewStreamEncoder(j.id, t.taskID, t.session)
 	enc.After = j.after

@@ -253,30 +253,7 @@ func (j *apSSEJob) run(w *bufio.Writer) {
 		}
 		return w.Flush()
 	}
-	if ka := s.opts.KeepAlive; ka > 0 {
-		var wg sync.WaitGroup
-		done := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(ka)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					if write(sse.KeepAlive) != nil {
-						cancel()
-						return
-					}
-				}
-			}
-		}()
-		defer func() { close(done); wg.Wait() }()
-	}
+	defer keepAlive(ctx, s.opts.KeepAlive, write, cancel)()
 
 	var frame []byte
 	var err error
