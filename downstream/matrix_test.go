@@ -155,7 +155,7 @@ func TestProtocolMatrix(t *testing.T) {
 					t.Errorf("file: %+v", o)
 				}
 				o = ask(t, client, session("fail"), "x [fail]")
-				if o.state != translate.StateFailed || !strings.Contains(o.errCode+o.text, refagent.FailCode) && o.errCode == "" {
+				if o.state != translate.StateFailed || o.errCode != refagent.FailCode {
 					t.Errorf("fail: %+v", o)
 				}
 				o = ask(t, client, session("slow"), "x [slow]")

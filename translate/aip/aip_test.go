@@ -885,3 +885,18 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 	}
 	assertSameJSON(t, []byte(in), out)
 }
+
+func TestFailedStatusCodeAfterAReasonText(t *testing.T) {
+	st := &TaskStatus{State: StateFailed, DataItems: []DataItem{
+		TextItem("failed on request"),
+		ErrorItem(&translate.Error{Code: "AGENT_FAILED", Message: "failed on request"}),
+	}}
+	evs := NewTracker().StatusEvents(st)
+	if len(evs) != 1 || evs[0].Err == nil || evs[0].Err.Code != "AGENT_FAILED" || evs[0].Err.Message != "failed on request" {
+		t.Fatalf("%+v", evs)
+	}
+	plain := NewTracker().StatusEvents(&TaskStatus{State: StateFailed, DataItems: []DataItem{TextItem("boom")}})
+	if plain[0].Err.Code != CodeTaskFailed || plain[0].Err.Message != "boom" {
+		t.Fatalf("%+v", plain[0].Err)
+	}
+}

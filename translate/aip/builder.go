@@ -130,17 +130,20 @@ func (b *TaskBuilder) apply(ev *translate.Event) change {
 			return ch
 		}
 		items := ItemsFromParts(ev.Parts)
-		if items == nil {
-			switch s {
-			case StateAwaitingInput:
-				items = b.turnText()
-			case StateFailed, StateRejected:
-				if ev.Err != nil {
-					items = []DataItem{ErrorItem(ev.Err)}
-				} else {
-					items = b.turnText()
+		failed := s == StateFailed || s == StateRejected
+		switch {
+		case failed && ev.Err != nil:
+			// The error's code travels in its item's metadata; a reason
+			// text that only repeats the message is not sent twice.
+			kept := items[:0:0]
+			for _, it := range items {
+				if it.Type != ItemText || it.Text != ev.Err.Message {
+					kept = append(kept, it)
 				}
 			}
+			items = append(kept, ErrorItem(ev.Err))
+		case items == nil && (failed || s == StateAwaitingInput):
+			items = b.turnText()
 		}
 		return b.setState(s, items, b.now(ev))
 	case translate.KindInputRequest:

@@ -106,17 +106,24 @@ func (t *Tracker) status(st *TaskStatus) *translate.Event {
 			code = CodeTaskRejected
 		}
 		err := &translate.Error{Code: code, Message: string(st.State)}
+		// The message is the first text item's; the code is the one a text
+		// item carries in its metadata (ErrorItem), wherever it stands: a
+		// reason text may come before it.
+		texts := 0
 		for i := range st.DataItems {
 			it := &st.DataItems[i]
 			if it.Type != ItemText {
 				continue
 			}
-			err.Message = it.Text
 			if c := gjson.GetBytes(it.Metadata, "code"); c.Type == gjson.String && c.Str != "" {
-				err.Code = c.Str
+				err.Code, err.Message = c.Str, it.Text
 				err.Retryable = gjson.GetBytes(it.Metadata, "retryable").Bool()
+				break
 			}
-			break
+			if texts == 0 {
+				err.Message = it.Text
+			}
+			texts++
 		}
 		ev.Err = err
 	}
