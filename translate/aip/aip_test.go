@@ -900,3 +900,48 @@ func TestFailedStatusCodeAfterAReasonText(t *testing.T) {
 		t.Fatalf("%+v", plain[0].Err)
 	}
 }
+
+// BenchmarkTaskBuilderDeltas: a reply of many text deltas folds in linear
+// time (it was quadratic string concatenation).
+func BenchmarkTaskBuilderDeltas(b *testing.B) {
+	chunk := translate.TextPart(strings.Repeat("x", 64))
+	b.ReportAllocs()
+	for b.Loop() {
+		tb := NewTaskBuilder("t", "s")
+		tb.Apply(&translate.Event{Kind: translate.KindMessageStart, MessageID: "m", Message: &translate.Message{ID: "m", Role: translate.RoleAssistant}})
+		for i := 0; i < 1000; i++ {
+			tb.Apply(&translate.Event{Kind: translate.KindContent, MessageID: "m", Part: &chunk, Delta: true})
+		}
+		if n := len(tb.Task().MessageHistory[0].DataItems[0].Text); n != 64000 {
+			b.Fatalf("text of %d bytes", n)
+		}
+	}
+}
+
+func TestTaskBuilderDeltasAccumulate(t *testing.T) {
+	tb := NewTaskBuilder("t", "s")
+	tb.Apply(&translate.Event{Kind: translate.KindMessageStart, MessageID: "m", Message: &translate.Message{ID: "m", Role: translate.RoleAssistant}})
+	var want strings.Builder
+	var seen []string
+	for i := 0; i < 50; i++ {
+		p := translate.TextPart(fmt.Sprint(i, ","))
+		want.WriteString(p.Text)
+		tb.Apply(&translate.Event{Kind: translate.KindContent, MessageID: "m", Part: &p, Delta: true})
+		seen = append(seen, tb.Task().MessageHistory[0].DataItems[0].Text)
+	}
+	if got := tb.Task().MessageHistory[0].DataItems[0].Text; got != want.String() {
+		t.Fatalf("%q", got)
+	}
+	// Earlier snapshots keep their value: the bytes behind them never change.
+	if seen[0] != "0," || seen[9] != "0,1,2,3,4,5,6,7,8,9," {
+		t.Fatalf("an earlier snapshot changed: %q %q", seen[0], seen[9])
+	}
+	// A full value replaces what the deltas built, and deltas start anew.
+	full := translate.TextPart("whole")
+	tb.Apply(&translate.Event{Kind: translate.KindContent, MessageID: "m", Part: &full, Done: true})
+	more := translate.TextPart("+")
+	tb.Apply(&translate.Event{Kind: translate.KindContent, MessageID: "m", Part: &more, Delta: true})
+	if got := tb.Task().MessageHistory[0].DataItems[0].Text; got != "whole+" {
+		t.Fatalf("after a full value: %q", got)
+	}
+}

@@ -3,6 +3,7 @@ package aip
 import (
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/agentbridge/bridge/translate"
 )
@@ -53,6 +54,14 @@ type TaskBuilder struct {
 	turnStart    int                    // MessageHistory index where the current turn starts
 	turnProducts bool                   // the current turn made a product
 	products     int                    // counter for generated product ids
+	// grown holds the bytes of text items that deltas append to, so that a
+	// reply of n deltas costs O(n), not O(n²) string concatenation.
+	grown map[grownKey][]byte
+}
+
+type grownKey struct {
+	msg  string
+	item int
 }
 
 // NewTaskBuilder returns a builder of the task taskID in session sessionID.
@@ -66,6 +75,7 @@ func NewTaskBuilder(taskID, sessionID string) *TaskBuilder {
 		tools:   map[string]int{},
 		open:    map[string]bool{},
 		ignored: map[string]bool{},
+		grown:   map[grownKey][]byte{},
 	}
 }
 
@@ -301,10 +311,20 @@ func (b *TaskBuilder) content(i int, ev *translate.Event) {
 		return
 	}
 	it := &m.DataItems[k]
+	key := grownKey{m.ID, k}
 	if ev.Delta && ev.Part.Kind == translate.PartText && it.Type == ItemText {
-		it.Text += ev.Part.Text
+		buf, ok := b.grown[key]
+		if !ok {
+			buf = append(make([]byte, 0, 2*(len(it.Text)+len(ev.Part.Text))), it.Text...)
+		}
+		buf = append(buf, ev.Part.Text...)
+		b.grown[key] = buf
+		// As strings.Builder does: the bytes behind the string are only
+		// ever appended to, never changed, so the string stays valid.
+		it.Text = unsafe.String(unsafe.SliceData(buf), len(buf))
 		return
 	}
+	delete(b.grown, key)
 	meta := it.Metadata
 	*it = ItemFromPart(ev.Part)
 	if it.Metadata == nil {
