@@ -14,14 +14,15 @@ import (
 
 	"github.com/agentbridge/bridge/bench/load"
 	"github.com/agentbridge/bridge/bench/loadagent"
+	"github.com/agentbridge/bridge/translate"
 	"github.com/agentbridge/bridge/upstream"
 )
 
-// TestHarnessInProcess runs a tiny version of the direct and bridge
-// scenarios in-process (agent and bridge on loopback listeners) and checks
-// the harness itself: every request answered with the right number of
-// events, no errors, ordered percentiles, a report that renders. It asserts
-// no timing: targets live in reports.
+// TestHarnessInProcess runs a tiny version of the direct, bridge and
+// translation scenarios in-process (agents and bridges on loopback
+// listeners) and checks the harness itself: every request answered with
+// the right number of events, no errors, ordered percentiles, a report
+// that renders. It asserts no timing: targets live in reports.
 func TestHarnessInProcess(t *testing.T) {
 	agent := loadagent.New(loadagent.Options{})
 	aln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -31,31 +32,20 @@ func TestHarnessInProcess(t *testing.T) {
 	go func() { _ = agent.Serve(aln) }()
 	t.Cleanup(func() { _ = agent.Shutdown() })
 
-	// The breaker is off here: this test checks the harness, and one
-	// transient upstream failure must not turn into a run of refusals.
-	gw, err := newBridge("http://"+aln.Addr().String()+"/process",
-		upstream.BreakerConfig{ConsecutiveFailures: -1}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gw.Serve(bln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-	})
-
-	fronts := map[string]*front{
-		"direct": {base: "http://" + aln.Addr().String()},
-		"bridge": {base: "http://" + bln.Addr().String()},
+	fronts := map[string]*front{"direct": {base: "http://" + aln.Addr().String()}}
+	fronts["bridge"] = startTestBridge(t, translate.ProtoAgentAPI, "http://"+aln.Addr().String()+"/process")
+	// The translation scenarios: the canonical load agent served in AIP and
+	// in the Agent Protocol, each behind its own bridge.
+	for name, proto := range map[string]string{"bridge-aip": translate.ProtoAIP, "bridge-ap": translate.ProtoAgentProtocol} {
+		base, stats := startTestProtocolAgent(t, proto)
+		f := startTestBridge(t, proto, base)
+		f.agentStats = stats
+		fronts[name] = f
 	}
 	var scens []scenario
 	for _, s := range scenarios {
-		if fronts[s.Name] != nil {
+		if f := fronts[s.Name]; f != nil {
+			f.name, f.noDeltas = s.Name, s.NoDeltas
 			scens = append(scens, s)
 		}
 	}
@@ -79,7 +69,11 @@ func TestHarnessInProcess(t *testing.T) {
 					t.Fatalf("%s %s %s: %v", s.Name, w.Name, mode, err)
 				}
 				ph.Scenario, ph.Run = s.Name, 1
-				checkPhase(t, ph, w, po)
+				want := w.Events
+				if fronts[s.Name].noDeltas {
+					want = 1 // one whole content event per reply
+				}
+				checkPhase(t, ph, w, po, want)
 				rep.Phases = append(rep.Phases, ph)
 			}
 		}
@@ -94,7 +88,7 @@ func TestHarnessInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Targets of issue 7", "passthrough adds", "### 1KB-10ev", "| bridge |",
-		"not yet measurable", "nginx is not installed", "Closed loop: saturation"} {
+		"| bridge-aip |", "| bridge-ap |", "translation adds", "over passthrough", "nginx is not installed", "Closed loop: saturation"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
@@ -113,7 +107,60 @@ func TestHarnessInProcess(t *testing.T) {
 	}
 }
 
-func checkPhase(t *testing.T, ph *phase, w workload, po phaseOpts) {
+// startTestBridge serves the bridge in-process in front of the agent at
+// upstreamURL, which speaks proto. The breaker is off here: this test
+// checks the harness, and one transient upstream failure must not turn
+// into a run of refusals.
+func startTestBridge(t *testing.T, proto, upstreamURL string) *front {
+	t.Helper()
+	gw, err := newBridge(upstreamURL, proto, upstream.BreakerConfig{ConsecutiveFailures: -1}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gw.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+	})
+	return &front{base: "http://" + ln.Addr().String()}
+}
+
+// startTestProtocolAgent serves the load agent in proto in-process, as the
+// agent role does, and returns its base URL and its /stats URL.
+func startTestProtocolAgent(t *testing.T, proto string) (base, stats string) {
+	t.Helper()
+	srv, a, err := newProtocolAgent(proto, loadagent.Options{}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	go func() { _ = srv.Serve(cl) }()
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := serveAgentStats(sln, a, cl)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = ss.Close()
+		_ = srv.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String(), "http://" + sln.Addr().String() + "/stats"
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func checkPhase(t *testing.T, ph *phase, w workload, po phaseOpts, wantEvents int) {
 	t.Helper()
 	r := ph.Res
 	name := ph.Scenario + " " + ph.Workload + " " + ph.Mode
@@ -128,7 +175,7 @@ func checkPhase(t *testing.T, ph *phase, w workload, po phaseOpts) {
 	// as most requests go through.
 	var tolerated uint64
 	for kind, n := range r.ErrorKinds {
-		if ph.Scenario == "bridge" && (load.IsFailedResponse(kind) || load.IsStrayBytes(kind)) {
+		if strings.HasPrefix(ph.Scenario, "bridge") && (load.IsFailedResponse(kind) || load.IsStrayBytes(kind)) {
 			tolerated += n
 			t.Logf("%s: bridge fault on %d of %d requests: %.300s", name, n, r.Sent, r.ErrorSample[kind])
 		}
@@ -142,8 +189,8 @@ func checkPhase(t *testing.T, ph *phase, w workload, po phaseOpts) {
 			t.Errorf("%s: sent %d, want %d (rate × duration)", name, r.Sent, want)
 		}
 	}
-	if r.Events != r.OK*uint64(w.Events) {
-		t.Errorf("%s: %d events for %d replies of %d", name, r.Events, r.OK, w.Events)
+	if r.Events != r.OK*uint64(wantEvents) {
+		t.Errorf("%s: %d events for %d replies of %d", name, r.Events, r.OK, wantEvents)
 	}
 	if !ph.HasAgentConns || ph.Scenario == "direct" && ph.AgentConns > r.Sent {
 		t.Errorf("%s: agent connections %d (counted %v) for %d requests", name, ph.AgentConns, ph.HasAgentConns, r.Sent)

@@ -14,8 +14,8 @@ const usage = `usage: go run ./bench COMMAND [flags]
 
 commands:
   run       run the scenarios and write the report (see run --help)
-  agent     serve the load-test agent (a role the harness starts)
-  bridge    serve the bridge in front of an Agent API agent (a role)
+  agent     serve the load-test agent, in the Agent API, AIP or the Agent Protocol (a role the harness starts)
+  bridge    serve the bridge in front of an agent of one of those protocols (a role)
   revproxy  serve httputil.ReverseProxy in front of an agent (a role)
 `
 

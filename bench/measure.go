@@ -32,6 +32,10 @@ type phase struct {
 	// pools its upstream connections.
 	HasAgentConns bool   `json:"has_agent_conns"`
 	AgentConns    uint64 `json:"agent_conns"`
+	// CPU seconds of the scenario's agent process over the phase (it
+	// shares a core with the load generator); HasAgentCPU false in-process.
+	HasAgentCPU  bool    `json:"has_agent_cpu"`
+	AgentCPUSecs float64 `json:"agent_cpu_seconds"`
 	// Heap allocations in the bridge over the phase.
 	HasMallocs bool   `json:"has_mallocs"`
 	Mallocs    uint64 `json:"mallocs"`
@@ -46,10 +50,13 @@ type phaseOpts struct {
 	EventSize int
 	Timeout   time.Duration
 	// ProfileDir, when set, receives a CPU profile of the bridge over
-	// each of its closed-loop phases ("bridge-WORKLOAD-runN.pprof").
+	// each of its closed-loop phases ("SCENARIO-WORKLOAD.pprof", then
+	// "SCENARIO-WORKLOAD-2.pprof" for the next run, …).
 	ProfileDir string
 	// AgentStats is the agent's GET /stats URL ("" to skip).
 	AgentStats string
+	// Agent is the shared agent's process, for its CPU (nil: in-process).
+	Agent *proc
 }
 
 // requestBody is an AgentRequest whose user text carries the agent's
@@ -69,6 +76,9 @@ func openRate(o phaseOpts, w workload) float64 { return o.Rate / float64(max(w.R
 func measure(ctx context.Context, f *front, w workload, mode string, o phaseOpts) (*phase, error) {
 	t := load.Target{URL: f.base + "/process", Body: requestBody(w.ReqBytes, w.Events, o.EventSize),
 		WantEvents: w.Events, Timeout: o.Timeout}
+	if f.noDeltas {
+		t.WantEvents, t.WholeContent, t.MinContentBytes = 1, true, w.Events*o.EventSize
+	}
 	conns := o.Conns
 	if mode == "open" {
 		conns = 4096
@@ -108,7 +118,19 @@ func measure(ctx context.Context, f *front, w workload, mode string, o phaseOpts
 	var prof chan error
 	if o.ProfileDir != "" && f.stats != "" && mode == "closed" {
 		prof = make(chan error, 1)
-		go func() { prof <- fetchProfile(f.stats, o.Duration, o.ProfileDir, w.Name) }()
+		go func() { prof <- fetchProfile(f.stats, o.Duration, o.ProfileDir, f.profileName(), w.Name) }()
+	}
+	if f.agentStats != "" {
+		o.AgentStats = f.agentStats
+	}
+	if f.agent != nil {
+		o.Agent = f.agent
+	}
+	var agentCPU0 float64
+	if o.Agent != nil {
+		if agentCPU0, err = cpuSeconds([]int{o.Agent.Pid()}); err != nil {
+			return nil, err
+		}
 	}
 	var a0 agentStats
 	if o.AgentStats != "" {
@@ -135,6 +157,13 @@ func measure(ctx context.Context, f *front, w workload, mode string, o phaseOpts
 			return nil, err
 		}
 		ph.HasProc, ph.CPUSecs = true, cpu1-cpu0
+	}
+	if o.Agent != nil {
+		cpu1, err := cpuSeconds([]int{o.Agent.Pid()})
+		if err != nil {
+			return nil, err
+		}
+		ph.HasAgentCPU, ph.AgentCPUSecs = true, cpu1-agentCPU0
 	}
 	if o.AgentStats != "" {
 		a1, err := fetchAgentStats(o.AgentStats)
@@ -185,7 +214,7 @@ func getJSON(url string, v any) error {
 }
 
 // fetchProfile saves a CPU profile of the bridge taken over d.
-func fetchProfile(statsURL string, d time.Duration, dir, wl string) error {
+func fetchProfile(statsURL string, d time.Duration, dir, scen, wl string) error {
 	base := strings.TrimSuffix(statsURL, "/memstats")
 	secs := max(int(d.Seconds()), 1)
 	c := &http.Client{Timeout: d + 10*time.Second}
@@ -197,12 +226,12 @@ func fetchProfile(statsURL string, d time.Duration, dir, wl string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}
-	name := filepath.Join(dir, "bridge-"+wl+".pprof")
+	name := filepath.Join(dir, scen+"-"+wl+".pprof")
 	for i := 2; ; i++ {
 		if _, err := os.Stat(name); err != nil {
 			break
 		}
-		name = filepath.Join(dir, fmt.Sprintf("bridge-%s-%d.pprof", wl, i))
+		name = filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", scen, wl, i))
 	}
 	out, err := os.Create(name)
 	if err != nil {

@@ -135,6 +135,7 @@ func (r *report) markdown() string {
 
 	r.openSection(&b)
 	r.closedSection(&b)
+	r.translationSection(&b)
 	r.allocSection(&b)
 
 	p("\n## Plots\n\n")
@@ -276,33 +277,108 @@ func (r *report) closedSection(b *strings.Builder) {
 	}
 }
 
+// bridgeScenarios are the scenarios that run the bridge role (the only
+// ones with heap figures): passthrough and translation.
+func (r *report) bridgeScenarios() []scenario {
+	var out []scenario
+	for _, s := range r.Scenarios {
+		if s.Kind == "passthrough" || s.Kind == "translation" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (r *report) allocSection(b *strings.Builder) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
-	var rows []string
-	for _, w := range r.Workloads {
-		ph := r.find("bridge", w.Name, "closed")
-		if len(ph) == 0 || !ph[0].HasMallocs {
-			continue
-		}
-		per := r.stat("bridge", w.Name, "closed", func(p *phase) float64 {
-			if p.Res.OK == 0 {
-				return math.NaN()
+	var cols []scenario
+	for _, s := range r.bridgeScenarios() {
+		for _, w := range r.Workloads {
+			if ph := r.find(s.Name, w.Name, "closed"); len(ph) > 0 && ph[0].HasMallocs {
+				cols = append(cols, s)
+				break
 			}
-			return float64(p.Mallocs) / float64(p.Res.OK)
-		})
-		rows = append(rows, fmt.Sprintf("| %s | %s |\n", w.Name, per.format(1)))
+		}
 	}
-	if len(rows) == 0 {
+	if len(cols) == 0 {
 		return
 	}
 	p("\n## Bridge heap allocations (closed loop)\n\n")
-	p("From the bridge process's runtime.MemStats.Mallocs before and after each phase. Per event is the difference between a 1000-event and a 10-event workload of the same request size, per request, over the 990 extra events.\n\n")
-	p("| workload | allocations per request |\n|---|---|\n")
-	for _, row := range rows {
-		b.WriteString(row)
+	p("From the bridge process's runtime.MemStats.Mallocs before and after each phase. Per event is the difference between a 1000-event and a 10-event workload of the same request size, per request, over the 990 extra events (for a path without deltas, per delta the agent made).\n\n")
+	p("| workload |")
+	for _, s := range cols {
+		p(" %s |", s.Name)
 	}
-	if s, _ := r.allocsPerEvent(); s.N > 0 {
-		p("\nAllocations per event: %s.\n", s.format(2))
+	p("\n|---|%s\n", strings.Repeat("---|", len(cols)))
+	for _, w := range r.Workloads {
+		p("| %s |", w.Name)
+		for _, s := range cols {
+			per := r.stat(s.Name, w.Name, "closed", func(p *phase) float64 {
+				if p.Res.OK == 0 || !p.HasMallocs {
+					return math.NaN()
+				}
+				return float64(p.Mallocs) / float64(p.Res.OK)
+			})
+			p(" %s |", per.format(1))
+		}
+		p("\n")
+	}
+	p("| per event |")
+	for _, s := range cols {
+		st, _ := r.allocsPerEvent(s.Name)
+		p(" %s |", st.format(2))
+	}
+	p("\n")
+}
+
+// translationSection sets each translation scenario against direct and
+// against the passthrough bridge, workload by workload.
+func (r *report) translationSection(b *strings.Builder) {
+	ts := r.translations(false)
+	if len(ts) == 0 {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("\n## Translation against direct and against passthrough\n\n")
+	p("The load generator speaks the Agent API to the bridge in every scenario; in a translation scenario the bridge speaks AIP or the Agent Protocol to an agent that serves the same reply in that protocol. Over direct: the scenario's open-loop figure minus direct's (what the client pays for the bridge and the protocol change; the target's reading). Over passthrough: minus the Agent API passthrough bridge's (what the protocol change costs beyond the bridge itself; it also holds the difference between the two agents, see How this was measured). CPU and throughput ratios are against the passthrough bridge. The agent shares core 0 with the load generator: an agent using most of a core means the agent, not the bridge, set the pace.\n\n")
+	p("| workload | scenario | p50 over direct | p99 over direct | p50 over passthrough | p99 over passthrough | bridge CPU per 1k req × passthrough (open loop) | closed-loop req/s × passthrough | bridge req per CPU-s × passthrough (closed loop) | agent cores used, closed loop (passthrough's agent) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	cpuPer := func(p *phase) float64 {
+		if !p.HasProc || p.Res.OK == 0 {
+			return math.NaN()
+		}
+		return p.CPUSecs / float64(p.Res.OK)
+	}
+	perCPU := func(p *phase) float64 {
+		if !p.HasProc || p.CPUSecs == 0 {
+			return math.NaN()
+		}
+		return float64(p.Res.OK) / p.CPUSecs
+	}
+	rate := func(p *phase) float64 { return p.Res.Rate() }
+	agentCores := func(p *phase) float64 {
+		if !p.HasAgentCPU || p.Res.Elapsed <= 0 {
+			return math.NaN()
+		}
+		return p.AgentCPUSecs / p.Res.Elapsed.Seconds()
+	}
+	for _, w := range r.Workloads {
+		for _, s := range ts {
+			if len(r.find(s.Name, w.Name, "open")) == 0 {
+				continue
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s) |\n", w.Name, s.Name,
+				r.added(s.Name, w.Name, 0.5).signed(3), r.added(s.Name, w.Name, 0.99).signed(3),
+				r.addedOver(s.Name, "bridge", w.Name, 0.5).signed(3), r.addedOver(s.Name, "bridge", w.Name, 0.99).signed(3),
+				ratio(r.stat(s.Name, w.Name, "open", cpuPer), r.stat("bridge", w.Name, "open", cpuPer)),
+				ratio(r.stat(s.Name, w.Name, "closed", rate), r.stat("bridge", w.Name, "closed", rate)),
+				ratio(r.stat(s.Name, w.Name, "closed", perCPU), r.stat("bridge", w.Name, "closed", perCPU)),
+				r.stat(s.Name, w.Name, "closed", agentCores).format(2), r.stat("bridge", w.Name, "closed", agentCores).format(2))
+		}
+	}
+	for _, s := range ts {
+		if s.NoDeltas {
+			p("\n%s: AIP v01.00 has no text deltas, so its agent sends the reply as one complete message and the load generator receives one whole content event of N×S bytes (checked for length) instead of N deltas; its events/s columns count those, and its time to first event is the time to the whole text.\n", s.Name)
+		}
 	}
 }
 
@@ -313,6 +389,17 @@ const methodNotes = `## How this was measured
   "bench bridge", which builds the gateway from the bridge's packages as cmd/bridge's newGateway does,
   logging at warn), httputil.ReverseProxy ("bench revproxy") and nginx (config written to a temp
   prefix). The load generator (bench/load, fasthttp client) runs in the harness process.
+- Translation scenarios: the bridge's upstream is upstream.NewAIP in stream mode (bridge-aip) or
+  upstream.NewAgentProtocol with its dialect detected (bridge-ap), and each has its own agent process
+  ("bench agent --proto aip|agentprotocol", on the load generator's core like the Agent API agent):
+  loadagent.Canonical, which yields the Agent API agent's reply as canonical events (working, message
+  start, N text deltas of S bytes, message end, completed), served by the bridge's own server
+  (downstream.New accepting that protocol only, AIP tasks completed directly, no keep-alive comments,
+  its exchange log bounded to 2048 exchanges). That agent is heavier than the fasthttp Agent API
+  agent (it is a full protocol server, and it logs every event of every AIP task and Agent Protocol
+  request, as those protocols' replay needs), and it shares a core with the load generator, so both
+  "over direct" and "over passthrough" include the agent's extra cost as well as the bridge's
+  translation. The Agent Protocol path is two HTTP calls per turn (submit, then the SSE event stream).
 - Open loop: request i is due at start + i/rate; its latency counts from that intended time, so a
   stall is charged to every request due during it (coordinated omission corrected). Closed loop:
   N connections, back to back, latency from the actual send.
@@ -321,16 +408,17 @@ const methodNotes = `## How this was measured
 - Proxy CPU seconds are utime+stime from /proc/PID/stat over the measured phase (nginx: master and
   worker); peak RSS is VmHWM from /proc/PID/status, reset before each phase through
   /proc/PID/clear_refs.
-- Every reply is checked: HTTP 200, exactly the asked-for number of content deltas, and a terminal
-  response with status completed. Anything else is counted as an error and kept out of the latency.
+- Every reply is checked: HTTP 200, exactly the asked-for number of content deltas (bridge-aip: one
+  whole content event carrying at least N×S bytes), and a terminal response with status completed.
+  Anything else is counted as an error and kept out of the latency.
 - Runs are interleaved (run 1 of every scenario, then run 2, …), and added latency is computed run
-  by run against direct's figure of the same run.
+  by run against direct's (or the passthrough bridge's) figure of the same run.
 
 ## Not measured yet
 
-- Translation between protocols (AIP or Agent Protocol in front of an Agent API agent, and back):
-  those paths are being built; each is one line in bench/scenarios.go once it is wired, plus, for a
-  new client protocol, its request body and stream reader in bench/load.
-- Events per core is measured on the Agent API → Agent API path, which decodes every event into the
-  canonical model and encodes it again; a cross-protocol path will replace it.
+- Translation with an AIP or Agent Protocol client in front of the bridge (and so the paths into an
+  Agent API agent, and AIP ↔ Agent Protocol): the load generator speaks the Agent API only; each
+  needs its request body and stream reader in bench/load, then one line in bench/scenarios.go.
+- A direct baseline for the AIP and Agent Protocol agents themselves (it needs those readers too), which
+  would separate the agent's cost from the translation's.
 `

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbridge/bridge/bench/loadagent"
+	"github.com/agentbridge/bridge/translate"
 	"github.com/agentbridge/bridge/upstream"
 )
 
@@ -43,6 +44,8 @@ func cmdAgent(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback)")
 	events := fs.Int("events", 10, "content deltas per reply when the request has no marker")
 	size := fs.Int("event-size", 64, "bytes of text per delta when the request has no marker")
+	proto := fs.String("proto", translate.ProtoAgentAPI, "protocol served: agentapi (the fasthttp agent), aip or agentprotocol (the canonical agent behind downstream.New)")
+	stats := fs.String("stats", "", "for aip and agentprotocol: loopback address serving GET /stats (the agentapi agent serves it itself)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,22 +53,47 @@ func cmdAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	a := loadagent.New(loadagent.Options{Events: *events, EventSize: *size})
-	go func() { <-ctx.Done(); _ = a.Shutdown() }()
+	opts := loadagent.Options{Events: *events, EventSize: *size}
+	if *proto == translate.ProtoAgentAPI {
+		a := loadagent.New(opts)
+		go func() { <-ctx.Done(); _ = a.Shutdown() }()
+		announce(ln)
+		return a.Serve(ln)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, a, err := newProtocolAgent(*proto, opts, log)
+	if err != nil {
+		return err
+	}
+	cl := &countingListener{Listener: ln}
+	if *stats != "" {
+		sln, err := listenLoopback(*stats)
+		if err != nil {
+			return err
+		}
+		serveAgentStats(sln, a, cl)
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
 	announce(ln)
-	return a.Serve(ln)
+	return srv.Serve(cl)
 }
 
 func cmdBridge(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback)")
-	up := fs.String("upstream", "", "the agent's Agent API /process URL")
+	up := fs.String("upstream", "", "the agent's URL: its /process URL for agentapi, its base URL for aip and agentprotocol")
+	upProto := fs.String("upstream-proto", translate.ProtoAgentAPI, "the agent's protocol: agentapi, aip (stream mode) or agentprotocol")
 	stats := fs.String("stats", "", "loopback address serving GET /memstats and /debug/pprof/profile (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := newBridge(*up, upstream.BreakerConfig{}, log)
+	srv, err := newBridge(*up, *upProto, upstream.BreakerConfig{}, log)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ const pinnedEnv = "BRIDGE_BENCH_PINNED"
 func cmdRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var o runOpts
-	fs.StringVar(&o.Scenarios, "scenario", "all", "scenarios to run: all, or a comma list of direct, bridge, httputil, nginx")
+	fs.StringVar(&o.Scenarios, "scenario", "all", "scenarios to run: all, or a comma list of direct, bridge, httputil, nginx, bridge-aip, bridge-ap")
 	fs.StringVar(&o.Workloads, "workload", "all", "workloads: all, or a comma list of 1KB-10ev, 16KB-10ev, 1KB-1000ev, 16KB-1000ev")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time of each phase (open loop and closed loop)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured load before each phase (default duration/5, at most 1s)")
@@ -145,12 +145,16 @@ func runAll(ctx context.Context, o runOpts, scens []scenario, wls []workload, ta
 		if f.proc != nil {
 			defer f.proc.stop()
 		}
+		if f.agent != nil {
+			defer f.agent.stop()
+		}
+		f.name, f.noDeltas = s.Name, s.NoDeltas
 		fronts[s.Name] = f
 		rep.Scenarios = append(rep.Scenarios, s)
 	}
 	po := phaseOpts{Duration: o.Duration, Warmup: o.Warmup, Rate: o.Rate, Conns: o.Conns,
 		EventSize: o.EventSize, Timeout: 30 * time.Second, ProfileDir: o.Profile,
-		AgentStats: "http://" + agent.addr + "/stats"}
+		AgentStats: "http://" + agent.addr + "/stats", Agent: agent}
 	for run := 1; run <= o.Runs; run++ {
 		for _, w := range wls {
 			for _, s := range rep.Scenarios {
@@ -180,7 +184,7 @@ func runAll(ctx context.Context, o runOpts, scens []scenario, wls []workload, ta
 
 func progressLine(ph *phase) string {
 	r := ph.Res
-	s := fmt.Sprintf("run %d %-8s %-11s %-6s %8.0f req/s  p50 %s  p99 %s  p99.9 %s  ok %d  err %d",
+	s := fmt.Sprintf("run %d %-10s %-11s %-6s %8.0f req/s  p50 %s  p99 %s  p99.9 %s  ok %d  err %d",
 		ph.Run, ph.Scenario, ph.Workload, ph.Mode, r.Rate(), ms(r.Total.Quantile(0.5)),
 		ms(r.Total.Quantile(0.99)), ms(r.Total.Quantile(0.999)), r.OK, r.Errors)
 	for k, v := range r.ErrorSample {

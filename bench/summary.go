@@ -86,8 +86,11 @@ func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // added is scen's open-loop quantile minus direct's, run by run (runs are
 // interleaved, so run i of both saw the same machine), summarized.
-func (r *report) added(scen, wl string, q float64) stat {
-	base := r.find("direct", wl, "open")
+func (r *report) added(scen, wl string, q float64) stat { return r.addedOver(scen, "direct", wl, q) }
+
+// addedOver is scen's open-loop quantile minus baseline's, run by run.
+func (r *report) addedOver(scen, baseline, wl string, q float64) stat {
+	base := r.find(baseline, wl, "open")
 	var v []float64
 	for _, p := range r.find(scen, wl, "open") {
 		for _, b := range base {

@@ -23,6 +23,13 @@ type Target struct {
 	// WantEvents, when positive, is the number of content-delta events each
 	// response must carry; a response with another count is an error.
 	WantEvents int
+	// WholeContent counts whole content events (delta false) instead of
+	// deltas, for a path whose agent protocol has no text deltas (AIP
+	// v01.00: the reply's text arrives as one complete message), and
+	// MinContentBytes, when positive, is the least number of bytes those
+	// frames must carry together: the text the deltas would have carried.
+	WholeContent    bool
+	MinContentBytes int
 	// Timeout bounds one request, from send to terminal frame (default 30s).
 	Timeout time.Duration
 }
@@ -92,7 +99,9 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // outcome is what one request came to.
 type outcome struct {
 	firstEvent time.Time // first content delta (zero if none)
-	events     int       // content deltas
+	events     int       // content deltas (whole contents, with whole set)
+	whole      bool      // count whole content events, not deltas
+	contentLen int       // bytes of the counted whole content frames
 	frames     int       // SSE frames of any kind
 	bytes      int
 }
@@ -131,13 +140,21 @@ func (c *Client) do() (outcome, error) {
 	} else {
 		br.Reset(bytesReader(resp.Body()))
 	}
+	o.whole = c.t.WholeContent
 	err := readSSE(br, &o, deadline)
 	br.Reset(nil)
 	if err != nil {
 		return o, err
 	}
+	what := "content deltas"
+	if o.whole {
+		what = "whole content events"
+	}
 	if c.t.WantEvents > 0 && o.events != c.t.WantEvents {
-		return o, fmt.Errorf("%w: got %d content deltas, want %d", errCount, o.events, c.t.WantEvents)
+		return o, fmt.Errorf("%w: got %d %s, want %d", errCount, o.events, what, c.t.WantEvents)
+	}
+	if o.whole && o.contentLen < c.t.MinContentBytes {
+		return o, fmt.Errorf("%w: whole content frames of %d bytes, want at least %d", errCount, o.contentLen, c.t.MinContentBytes)
 	}
 	return o, nil
 }

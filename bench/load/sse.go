@@ -19,6 +19,7 @@ var (
 
 var (
 	dataPrefix      = []byte("data:")
+	objKey          = []byte(`"object":`)
 	objResponse     = []byte(`"object":"response"`)
 	objContent      = []byte(`"object":"content"`)
 	deltaTrue       = []byte(`"delta":true`)
@@ -49,15 +50,29 @@ func readSSE(br *bufio.Reader, o *outcome, deadline time.Time) error {
 		if bytes.HasPrefix(line, dataPrefix) {
 			o.frames++
 			head := line[:min(len(line), classifyWindow)]
+			// The frame's own object is its first "object" member: a
+			// message or response frame nests content objects after it.
+			if i := bytes.Index(head, objKey); i >= 0 {
+				head = head[i:]
+			}
 			switch {
-			case bytes.Contains(head, objContent):
-				if bytes.Contains(head, deltaTrue) {
+			case bytes.HasPrefix(head, objContent):
+				if bytes.Contains(head, deltaTrue) != o.whole {
 					if o.events == 0 {
 						o.firstEvent = time.Now()
 					}
 					o.events++
+					if o.whole {
+						n, err := lineLen(br, line, long)
+						o.bytes += n - len(line)
+						if err != nil {
+							return err
+						}
+						o.contentLen += n
+						long = false
+					}
 				}
-			case bytes.Contains(head, objResponse):
+			case bytes.HasPrefix(head, objResponse):
 				if bytes.Contains(head, statusCompleted) {
 					if err := skipLine(br, o, long); err != nil {
 						return err
@@ -123,6 +138,24 @@ func errorCode(line []byte) string {
 		return string(rest[:j])
 	}
 	return ""
+}
+
+// lineLen is the length of a line whose first part was read, reading and
+// discarding the rest of it when it was longer than the buffer.
+func lineLen(br *bufio.Reader, first []byte, long bool) (int, error) {
+	n := len(first)
+	for long {
+		line, err := br.ReadSlice('\n')
+		n += len(line)
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+		default:
+			return n, fmt.Errorf("read: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // skipLine discards the rest of a line whose head was already read.

@@ -1,6 +1,12 @@
 package loadagent
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentbridge/bridge/translate"
+)
 
 func TestParseMarker(t *testing.T) {
 	for _, c := range []struct {
@@ -15,5 +21,39 @@ func TestParseMarker(t *testing.T) {
 		if n != c.n || size != c.size {
 			t.Errorf("parseMarker(%s) = %d, %d; want %d, %d", c.body, n, size, c.n, c.size)
 		}
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	a := NewCanonical(Options{})
+	req := &translate.Request{Input: []translate.Message{{Role: translate.RoleUser,
+		Parts: []translate.Part{translate.TextPart(Marker(3, 5) + " pad")}}}}
+	s, err := a.Open(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := translate.Collect(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var text strings.Builder
+	for _, ev := range evs {
+		kinds = append(kinds, ev.Kind.String())
+		if ev.Kind == translate.KindContent {
+			if !ev.Delta || len(ev.Part.Text) != 5 {
+				t.Errorf("content event %+v", ev)
+			}
+			text.WriteString(ev.Part.Text)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "state message_start content content content message_end state" {
+		t.Errorf("kinds %s", got)
+	}
+	if evs[0].State != translate.StateWorking || evs[len(evs)-1].State != translate.StateCompleted || text.Len() != 15 {
+		t.Errorf("states %s…%s, text %q", evs[0].State, evs[len(evs)-1].State, text.String())
+	}
+	if a.Requests() != 1 {
+		t.Errorf("requests %d", a.Requests())
 	}
 }
