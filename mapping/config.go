@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,17 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Upstreams []Upstream `yaml:"upstreams"`
 	Routes    []Route    `yaml:"routes"`
+	// Plugins are hooks on every exchange (see package plugins).
+	Plugins Plugins `yaml:"plugins"`
+}
+
+// Plugins enables the built-in hooks.
+type Plugins struct {
+	// Redact masks text matching these regular expressions, both ways.
+	Redact struct {
+		Patterns []string `yaml:"patterns"`
+		Mask     string   `yaml:"mask"` // default "[redacted]"
+	} `yaml:"redact"`
 }
 
 // AIPPartner describes the agent the bridge fronts to AIP Leaders.
@@ -213,6 +225,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxBodyBytes < 0 || c.Limits.MaxExchanges < 0 || c.Limits.MaxEventsPerExchange < 0 || c.Limits.MaxEventBytes < 0 {
 		bad("limits: sizes and counts must not be negative")
+	}
+	for i, p := range c.Plugins.Redact.Patterns {
+		if _, err := regexp.Compile(p); err != nil {
+			bad("plugins.redact.patterns[%d]: %v", i, err)
+		}
 	}
 	names := map[string]bool{}
 	for i := range c.Upstreams {

@@ -95,3 +95,10 @@ func TestNormalizeProtocol(t *testing.T) {
 		t.Error("a2a accepted")
 	}
 }
+
+func TestPluginPatternsAreValidated(t *testing.T) {
+	_, err := Parse([]byte("listen: :9000\nupstreams: [{name: a, url: 'http://h/process', protocol: agentapi}]\nplugins: {redact: {patterns: ['(']}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "plugins.redact.patterns[0]") {
+		t.Fatalf("bad pattern: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbridge/bridge/downstream"
 	"github.com/agentbridge/bridge/internal/tracing/tracer"
 	"github.com/agentbridge/bridge/mapping"
+	"github.com/agentbridge/bridge/plugins"
 	"github.com/agentbridge/bridge/translate"
 	"github.com/agentbridge/bridge/upstream"
 )
@@ -293,12 +294,20 @@ func (gw *gateway) upstreamConfig(cfg *mapping.Config, u mapping.Upstream, log *
 }
 
 // routingFor is the routing table of cfg over the upstream clients agents.
+// The config's plugins wrap each route's client (the clients themselves stay
+// bare, so the admin view still finds their breakers).
 func routingFor(cfg *mapping.Config, agents map[string]translate.Agent) *downstream.Routing {
+	mask := cfg.Plugins.Redact.Mask
+	if mask == "" {
+		mask = "[redacted]"
+	}
+	redact, _ := plugins.Redact(mask, cfg.Plugins.Redact.Patterns...) // validated with the config
 	rt := &downstream.Routing{}
 	for _, r := range cfg.EffectiveRoutes() {
 		rt.Routes = append(rt.Routes, downstream.Route{
 			Name: r.Name, Host: r.Host, PathPrefix: r.PathPrefix,
-			Upstream: r.Upstream, Proto: cfg.Upstream(r.Upstream).Protocol, Agent: agents[r.Upstream],
+			Upstream: r.Upstream, Proto: cfg.Upstream(r.Upstream).Protocol,
+			Agent: plugins.Wrap(agents[r.Upstream], redact),
 		})
 	}
 	return rt
