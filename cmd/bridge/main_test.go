@@ -128,3 +128,23 @@ func TestDemoAndCall(t *testing.T) {
 		t.Fatal("demo did not stop")
 	}
 }
+
+// TestREADMEConfigIsValid keeps the README's config example true.
+func TestREADMEConfigIsValid(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no yaml block")
+	}
+	path := filepath.Join(t.TempDir(), "readme.yaml")
+	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, e := runCmd(t, "validate", "--config", path); code != 0 {
+		t.Fatalf("README's config: %d %s %s", code, out, e)
+	}
+}
