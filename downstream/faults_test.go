@@ -118,8 +118,15 @@ func TestFaultsReachTheClientAsProtocolErrors(t *testing.T) {
 			}
 			t.Run(up+"/"+string(c.fault.Kind), func(t *testing.T) {
 				p := faultyUpstream(t, up, c.fault)
+				tm := timeouts
+				if c.fault.Kind == faultproxy.Drip {
+					// A drip is slow on purpose; under -race on a loaded
+					// machine a gap can pass the short idle bound the hang
+					// case needs.
+					tm.Idle = 10 * time.Second
+				}
 				bridge := serve(t, downstream.New(downstream.Options{Logger: quietLog()}, &downstream.Routing{Routes: []downstream.Route{
-					{Name: "r", Upstream: "u", Proto: up, Agent: upstreamClient(t, up, p.URL(), upstream.Config{Timeouts: timeouts})}}}))
+					{Name: "r", Upstream: "u", Proto: up, Agent: upstreamClient(t, up, p.URL(), upstream.Config{Timeouts: tm})}}}))
 				start := time.Now()
 				_, frames, raw := post(t, bridge+"/process", userRequest("fault-"+string(c.fault.Kind), "hello [tool]"))
 				took := time.Since(start)
