@@ -1,4 +1,3 @@
-// Package ids makes the random identifiers the bridge hands out.
 package ids
 
 import (

@@ -1,0 +1,2 @@
+// Package ids makes the random identifiers the bridge hands out.
+package ids
