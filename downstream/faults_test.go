@@ -217,3 +217,45 @@ func replyText(final frame) string {
 	}
 	return strings.Join(b, "")
 }
+
+// TestFaultsReachEveryClientProtocol: the same faults, seen by an AIP and an
+// Agent Protocol client: each gets a terminal answer in its own protocol
+// carrying the same error code, or the whole reply where the fault is
+// survivable.
+func TestFaultsReachEveryClientProtocol(t *testing.T) {
+	faults := []struct {
+		fault faultproxy.Fault
+		code  string // "" = the reply completes
+	}{
+		{faultproxy.Fault{Kind: faultproxy.Refuse}, translate.CodeUpstreamUnavailable},
+		{faultproxy.Fault{Kind: faultproxy.Hang}, translate.CodeUpstreamTimeout},
+		{faultproxy.Fault{Kind: faultproxy.Status5xx, Status: 502}, translate.CodeUpstreamError},
+		{faultproxy.Fault{Kind: faultproxy.TooMany, RetryAfter: time.Second}, translate.CodeUpstreamUnavailable},
+		{faultproxy.Fault{Kind: faultproxy.Cut, After: 3}, ""}, // the AIP agent's stream is resumed
+		{faultproxy.Fault{Kind: faultproxy.Drip, Delay: 100 * time.Microsecond}, ""},
+	}
+	for _, down := range []string{translate.ProtoAIP, translate.ProtoAgentProtocol} {
+		for _, f := range faults {
+			t.Run(down+"/"+string(f.fault.Kind), func(t *testing.T) {
+				p := faultyUpstream(t, translate.ProtoAIP, f.fault)
+				tm := upstream.Timeouts{FirstByte: 700 * time.Millisecond, Idle: 10 * time.Second}
+				bridge := serve(t, downstream.New(downstream.Options{Logger: quietLog()}, &downstream.Routing{Routes: []downstream.Route{
+					{Name: "r", Upstream: "u", Proto: translate.ProtoAIP, Agent: upstreamClient(t, translate.ProtoAIP, p.URL(), upstream.Config{Timeouts: tm})}}}))
+				start := time.Now()
+				o := ask(t, protocolClient(t, down, bridge), "fault-"+down+"-"+string(f.fault.Kind), "hello [tool]")
+				if took := time.Since(start); took > 5*time.Second {
+					t.Fatalf("answer took %v", took)
+				}
+				if f.code == "" {
+					if o.state != translate.StateCompleted || o.text != "echo: hello [tool]" {
+						t.Fatalf("after %s: %+v", f.fault.Kind, o)
+					}
+					return
+				}
+				if o.state != translate.StateFailed || o.errCode != f.code {
+					t.Fatalf("after %s: %+v, want failed with %s", f.fault.Kind, o, f.code)
+				}
+			})
+		}
+	}
+}
