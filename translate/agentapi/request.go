@@ -3,6 +3,7 @@ package agentapi
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/agentbridge/bridge/internal/jsonw"
 	"github.com/agentbridge/bridge/translate"
@@ -31,6 +32,12 @@ func badRequest(format string, args ...any) error {
 func DecodeRequest(body []byte) (*translate.Request, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, badRequest("body is not valid JSON")
+	}
+	if !utf8.Valid(body) {
+		// JSON is UTF-8 (RFC 8259); the Python server fails to decode
+		// such a body too. Accepting it would forward ids that no longer
+		// match once re-encoded.
+		return nil, badRequest("body is not valid UTF-8")
 	}
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
