@@ -56,11 +56,11 @@ func TestSlowClientSlowsItsUpstream(t *testing.T) {
 	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil { // the status line; then read nothing
 		t.Fatal(err)
 	}
-	// Wait until the upstream is blocked: it stops making progress.
+	// Wait until the upstream is blocked: no progress for a whole second.
 	var n1, n2 int64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); ; {
 		n1 = written.Load()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 		n2 = written.Load()
 		if n1 == n2 && n2 > 0 {
 			break
@@ -78,7 +78,9 @@ func TestSlowClientSlowsItsUpstream(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	heapStalled := ms.HeapAlloc
 	time.Sleep(2 * time.Second)
-	if n3 := written.Load(); n3 != n2 {
+	// The kernel may still grow a socket buffer and take a little more (its
+	// memory, not the bridge's), but the stream stays stalled.
+	if n3 := written.Load(); n3-n2 > 2000 {
 		t.Fatalf("the upstream went on from %d to %d events", n2, n3)
 	}
 	runtime.GC()
