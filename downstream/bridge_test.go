@@ -375,6 +375,9 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	upstreamGone := make(chan time.Time, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/process", func(w http.ResponseWriter, r *http.Request) {
+		// Read the body first: net/http watches for the client going away
+		// (and cancels r.Context) only once the body was read.
+		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, `data: {"sequence_number":0,"object":"response","status":"created","id":"r1"}`+"\n\n")
 		w.(http.Flusher).Flush()
