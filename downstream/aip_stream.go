@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 
@@ -127,15 +126,7 @@ func (j *aipStreamJob) run(w *bufio.Writer) {
 	stopWatch := watchDisconnect(j.conn, cancel)
 	defer stopWatch()
 
-	var wmu sync.Mutex
-	write := func(b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return w.Flush()
-	}
+	write := syncWrite(w)
 
 	if j.expire {
 		e := aip.NewError(aip.CodeInternalError, "")

@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -244,15 +243,7 @@ func (j *apSSEJob) run(w *bufio.Writer) {
 	stopWatch := watchDisconnect(j.conn, cancel)
 	defer stopWatch()
 
-	var wmu sync.Mutex
-	write := func(b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return w.Flush()
-	}
+	write := syncWrite(w)
 	defer keepAlive(ctx, s.opts.KeepAlive, write, cancel)()
 
 	var frame []byte

@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"bufio"
 	"context"
 	"sync"
 	"time"
@@ -40,4 +41,18 @@ func keepAlive(ctx context.Context, interval time.Duration, write func([]byte) e
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// syncWrite returns a write-and-flush to w that is safe to call from two
+// goroutines: a stream's own and its keep-alive ticker.
+func syncWrite(w *bufio.Writer) func([]byte) error {
+	var mu sync.Mutex
+	return func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
 }
