@@ -2,7 +2,6 @@ package downstream_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -998,19 +997,7 @@ func TestAPNoGoroutineLeftAfterShutdown(t *testing.T) {
 	c.Close()
 	stop()
 	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		after := runtime.NumGoroutine()
-		if after <= before+2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines before, %d after Shutdown:\n%s", before, after, bytes.TrimSpace(buf[:n]))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitGoroutines(t, before, "Shutdown")
 }
 
 // TestAPOwnClientEveryDialect: the bridge's Agent Protocol client

@@ -523,19 +523,5 @@ func TestAPv1NoGoroutineAfterShutdown(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 	<-served
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		// Slack of 2 for runtime goroutines that come and go; a leak per
-		// task or step would show as at least 6.
-		after := runtime.NumGoroutine()
-		if after <= before+2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines before, %d after shutdown:\n%s", before, after, bytes.TrimSpace(buf[:n]))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitGoroutines(t, before, "shutdown")
 }
